@@ -1,0 +1,115 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// Settings every target shares: Swift 6 language mode comes from the tools version;
+/// these upcoming features keep existentials explicit and imports honest.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "ringrelay",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .executable(name: "ringrelay", targets: ["RingRelayCLI"]),
+        .library(name: "RingRelayServer", targets: ["RingRelayServer"]),
+        .library(name: "RingRelayWire", targets: ["RingRelayWire"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+    ],
+    targets: [
+        .target(
+            name: "RingRelayCore",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "RingRelayWire",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "RingRelayStore",
+            dependencies: [
+                "RingRelayCore",
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "RingRelayServer",
+            dependencies: [
+                "RingRelayCore",
+                "RingRelayWire",
+                "RingRelayStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [.copy("Resources/openapi.yaml")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "RingRelayTesting",
+            dependencies: [
+                "RingRelayCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "RingRelayCLI",
+            dependencies: [
+                "RingRelayServer",
+                "RingRelayWire",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RingRelayCoreTests",
+            dependencies: ["RingRelayCore", "RingRelayWire"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RingRelayServerTests",
+            dependencies: [
+                "RingRelayCLI",
+                "RingRelayServer",
+                "RingRelayStore",
+                "RingRelayTesting",
+                "RingRelayWire",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,109 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationEssentialsCompat
+import NIOHTTP1
+import RingRelayWire
+
+/// Where the admin verbs send their requests, and with which token.
+struct ServerOptions: ParsableArguments {
+    @Option(help: "Server URL. [env: RINGRELAY_URL] (default: http://127.0.0.1:8080)")
+    var server: String?
+
+    @Option(help: "Bearer token: the admin token for 'accounts', an account API key for 'bindings'. [env: RINGRELAY_TOKEN, or RINGRELAY_ADMIN_TOKEN for 'accounts']")
+    var token: String?
+
+    @Flag(help: "Print the server's JSON instead of a table.")
+    var json = false
+
+    /// A client for these options; `tokenVariables` are consulted in order when `--token` is absent.
+    func client(tokenVariables: [String]) throws -> APIClient {
+        let environment = ProcessInfo.processInfo.environment
+        let base = server ?? environment["RINGRELAY_URL"] ?? "http://127.0.0.1:8080"
+        guard let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw ValidationError("--server must be an http(s) URL, got '\(base)'.")
+        }
+        guard let token = token ?? tokenVariables.lazy.compactMap({ environment[$0] }).first else {
+            throw ValidationError("Pass --token or set \(tokenVariables.joined(separator: " or ")).")
+        }
+        return APIClient(baseURL: base.hasSuffix("/") ? String(base.dropLast()) : base, token: token)
+    }
+}
+
+/// A failed API call, printed as the server's error code and message.
+struct APIError: Error, CustomStringConvertible {
+    var status: Int
+    var code: String
+    var message: String
+    var description: String { "error (\(status) \(code)): \(message)" }
+}
+
+/// A minimal JSON client for the RingRelay API.
+struct APIClient {
+    var baseURL: String
+    var token: String
+
+    /// Sends a request and returns the raw response body, throwing ``APIError`` for non-2xx answers.
+    func send(_ method: HTTPMethod, _ path: String, body: (some Encodable)? = Optional<String>.none) async throws -> Data {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers.add(name: "Accept", value: "application/json")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(data: try JSONEncoder.ringRelay.encode(body)))
+        }
+        let response: HTTPClientResponse
+        do {
+            response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        } catch {
+            throw APIError(status: 0, code: "unreachable", message: "Cannot reach \(baseURL): \(error). Is 'ringrelay serve' running?")
+        }
+        let data = Data(buffer: try await response.body.collect(upTo: 16 * 1024 * 1024))
+        guard (200..<300).contains(response.status.code) else {
+            let detail = try? JSONDecoder.ringRelay.decode(ErrorBody.self, from: data).error
+            throw APIError(
+                status: Int(response.status.code), code: detail?.code ?? "http_error",
+                message: detail?.message ?? String(decoding: data, as: UTF8.self))
+        }
+        return data
+    }
+
+    /// Sends a request and decodes the JSON answer.
+    func send<Answer: Decodable>(_ method: HTTPMethod, _ path: String, body: (some Encodable)? = Optional<String>.none, as: Answer.Type) async throws -> (Answer, Data) {
+        let data = try await send(method, path, body: body)
+        return (try JSONDecoder.ringRelay.decode(Answer.self, from: data), data)
+    }
+}
+
+/// Runs an API action, turning ``APIError`` into a message on stderr and exit status 1.
+func reportingAPIErrors(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as APIError {
+        printError(error.description)
+        throw ExitCode.failure
+    }
+}
+
+/// Prints rows as left-aligned columns.
+func printTable(_ header: [String], _ rows: [[String]]) {
+    let widths = header.indices.map { column in ([header] + rows).map { $0[column].count }.max() ?? 0 }
+    for row in [header] + rows {
+        print(zip(row, widths).map { $0.padding(toLength: $1, withPad: " ", startingAt: 0) }.joined(separator: "  ")
+            .trimmingCharacters(in: .whitespaces))
+    }
+}
+
+/// Prints raw JSON bytes followed by a newline.
+func printJSON(_ data: Data) {
+    print(String(decoding: data, as: UTF8.self))
+}
+
+extension String {
+    /// Percent-encodes a value for a URL query or path segment.
+    var urlEncoded: String {
+        addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? self
+    }
+}

@@ -1,0 +1,10 @@
+import ArgumentParser
+
+/// `ringrelay`: the one executable.
+@main
+struct RingRelayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ringrelay",
+        abstract: "Self-hosted incoming-call delivery: rings every device of a callee.",
+        subcommands: [ServeCommand.self, AccountsCommand.self, BindingsCommand.self])
+}

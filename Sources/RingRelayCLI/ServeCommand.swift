@@ -1,0 +1,84 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RingRelayServer
+
+/// `ringrelay serve`: runs the server until SIGTERM/SIGINT.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the RingRelay server.",
+        discussion: """
+            Every option can also be set as an environment variable (RINGRELAY_PORT, RINGRELAY_DATA_DIR, …) \
+            or in a .env file in the working directory. Flags win over the environment, the environment over .env.
+            """)
+
+    @Option(help: "Address to listen on. [env: RINGRELAY_HOST] (default: 127.0.0.1)")
+    var host: String?
+
+    @Option(help: "Port to listen on; 0 picks a free one. [env: RINGRELAY_PORT] (default: 8080)")
+    var port: String?
+
+    @Option(help: "Directory for the SQLite database and generated secrets. [env: RINGRELAY_DATA_DIR] (default: ./ringrelay-data)")
+    var dataDir: String?
+
+    @Option(help: "Admin token; generated and stored in the data directory when unset. [env: RINGRELAY_ADMIN_TOKEN]")
+    var adminToken: String?
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical. [env: RINGRELAY_LOG_LEVEL] (default: info)")
+    var logLevel: String?
+
+    func run() async throws {
+        var flags: [ServerConfiguration.Key: String] = [:]
+        flags[.host] = host
+        flags[.port] = port
+        flags[.dataDir] = dataDir
+        flags[.adminToken] = adminToken
+        flags[.logLevel] = logLevel
+        let configuration: ServerConfiguration
+        do {
+            configuration = try ServerConfiguration(reader: try await ServerConfiguration.reader(flags: flags))
+        } catch {
+            printError("\(error)")
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = configuration.logLevel
+            return handler
+        }
+        var logger = Logger(label: "ringrelay")
+        logger.logLevel = configuration.logLevel
+        do {
+            try await runServer(
+                configuration: configuration, logger: logger,
+                announce: { bootstrap in
+                    if let token = bootstrap.generatedAdminToken {
+                        say("Generated an admin token (stored in \(configuration.dataDirectory)/\(Bootstrap.adminTokenFile), shown once):")
+                        say("  RINGRELAY_ADMIN_TOKEN=\(token)")
+                    }
+                    if let account = bootstrap.defaultAccount {
+                        say("Created the account 'default' (\(account.id)). Its API key, shown once:")
+                        say("  RINGRELAY_TOKEN=\(account.apiKey)")
+                    }
+                },
+                onListening: { port in
+                    say("RingRelay listening on http://\(configuration.host):\(port)")
+                })
+        } catch {
+            printError("ringrelay serve failed: \(error)")
+            throw ExitCode.failure
+        }
+    }
+}
+
+/// Writes a line to standard error.
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}
+
+/// Writes a line to standard output at once (not buffered), so scripts and tests reading the
+/// output see secrets and the listening address as soon as they exist.
+func say(_ message: String) {
+    FileHandle.standardOutput.write(Data((message + "\n").utf8))
+}

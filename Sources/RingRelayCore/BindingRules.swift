@@ -1,0 +1,69 @@
+import Foundation
+
+/// The validation rules for binding input, shared by the API and the batch endpoint.
+public enum BindingRules {
+    /// Largest identity, in characters.
+    public static let maxIdentityLength = 256
+    /// APNs tokens decode to 32–200 bytes (Apple says tokens are variable length; today 32).
+    public static let apnsTokenBytes = 32...200
+    /// Longest FCM registration token accepted.
+    public static let maxFCMTokenLength = 4096
+    /// Longest device id.
+    public static let maxDeviceIDLength = 256
+
+    /// Checks an identity: 1–256 characters, no control characters.
+    public static func validateIdentity(_ identity: String, field: String = "identity") throws(RingRelayError) {
+        guard (1...maxIdentityLength).contains(identity.count) else {
+            throw .invalidField(field, "must be 1–\(maxIdentityLength) characters long.")
+        }
+        guard !identity.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw .invalidField(field, "must not contain control characters.")
+        }
+    }
+
+    /// Checks a device id: 1–256 printable characters.
+    public static func validateDeviceID(_ deviceID: String) throws(RingRelayError) {
+        guard (1...maxDeviceIDLength).contains(deviceID.count),
+            !deviceID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw .invalidField("deviceId", "must be 1–\(maxDeviceIDLength) printable characters.")
+        }
+    }
+
+    /// Checks a token for its type and returns it normalised (APNs hex lowercased).
+    public static func validateToken(_ token: String, type: BindingType) throws(RingRelayError) -> String {
+        if type.isAPNs {
+            let utf8 = token.utf8
+            guard !utf8.isEmpty, utf8.allSatisfy(\.isHexDigit) else {
+                throw .init(.unprocessable, code: "invalid_token", "An APNs token is the device token as hex digits (0-9, a-f).")
+            }
+            guard utf8.count.isMultiple(of: 2), apnsTokenBytes.contains(utf8.count / 2) else {
+                throw .init(
+                    .unprocessable, code: "invalid_token",
+                    "An APNs token must be an even number of hex digits encoding \(apnsTokenBytes.lowerBound)–\(apnsTokenBytes.upperBound) bytes; this one has \(utf8.count) digits.")
+            }
+            return token.lowercased()
+        }
+        guard !token.isEmpty, token.count <= maxFCMTokenLength else {
+            throw .init(.unprocessable, code: "invalid_token", "An FCM token must be 1–\(maxFCMTokenLength) characters long.")
+        }
+        guard token.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7F }) else {
+            throw .init(.unprocessable, code: "invalid_token", "An FCM token contains only printable ASCII characters, without spaces.")
+        }
+        return token
+    }
+
+    /// Checks a sealed-invite public key: base64 of an uncompressed P-256 point (65 bytes, X9.63).
+    public static func validatePublicKey(_ key: String) throws(RingRelayError) {
+        guard let data = Data(base64Encoded: key), data.count == 65, data.first == 0x04 else {
+            throw .invalidField("publicKey", "must be base64 of an uncompressed P-256 public key (65 bytes, X9.63).")
+        }
+    }
+}
+
+extension UInt8 {
+    /// Whether the byte is an ASCII hex digit.
+    var isHexDigit: Bool {
+        (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self)
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// Accounts and their API keys.
+public protocol AccountStore: Sendable {
+    /// Creates an account together with its first API key, atomically.
+    /// - Throws: ``RingRelayError`` `account_name_taken` (conflict) when the name is in use.
+    func createAccount(_ account: Account, firstKey: APIKeyRecord) async throws
+    /// All accounts, oldest first.
+    func listAccounts() async throws -> [Account]
+    /// One account, or `nil`.
+    func account(id: String) async throws -> Account?
+    /// Deletes an account and everything it owns. Returns whether it existed.
+    func deleteAccount(id: String) async throws -> Bool
+    /// Adds a key to an existing account.
+    func addKey(_ key: APIKeyRecord) async throws
+    /// Revokes a key. Returns whether an unrevoked key with that id existed in the account.
+    func revokeKey(accountID: String, keyID: String, at date: Date) async throws -> Bool
+    /// The unrevoked key with this secret hash, or `nil`.
+    func activeKey(secretHash: String) async throws -> APIKeyRecord?
+}
+
+/// Device bindings.
+public protocol BindingStore: Sendable {
+    /// Creates a binding, or updates the one with the same `(account, type, token)`: the token moves to
+    /// the new identity and becomes active again.
+    /// - Parameters:
+    ///   - registration: validated input.
+    ///   - newID: the id to use if the binding is created.
+    ///   - now: the registration time.
+    func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert
+    /// One binding of the account, optionally only if it belongs to `identity`.
+    func binding(id: String, accountID: String, identity: String?) async throws -> Binding?
+    /// A page of the account's bindings in id (creation) order.
+    func listBindings(accountID: String, query: BindingQuery) async throws -> Page<Binding>
+    /// Deletes one binding, optionally only if it belongs to `identity`. Returns whether it existed.
+    func deleteBinding(id: String, accountID: String, identity: String?) async throws -> Bool
+    /// Deletes every binding of an identity. Returns how many there were.
+    func deleteBindings(accountID: String, identity: String) async throws -> Int
+    /// Counts of all bindings by type and status, across accounts.
+    func bindingCounts() async throws -> [BindingCount]
+}
+
+/// Push and provider credentials, one per kind per account.
+public protocol CredentialStore: Sendable {
+    /// Stores (or replaces) a credential.
+    func putCredential(_ credential: Credential, accountID: String, at date: Date) async throws
+    /// All credentials of an account.
+    func credentials(accountID: String) async throws -> [StoredCredential]
+    /// One credential, or `nil`.
+    func credential(kind: CredentialKind, accountID: String) async throws -> StoredCredential?
+    /// Deletes a credential. Returns whether it existed.
+    func deleteCredential(kind: CredentialKind, accountID: String) async throws -> Bool
+}
+
+/// Small server-wide values: signing keys and one-time bootstrap markers.
+public protocol SettingsStore: Sendable {
+    /// The value stored under `name`; if none, stores `makeValue()` and returns it (first writer wins).
+    func setting(named name: String, orInsert makeValue: @Sendable () -> Data) async throws -> Data
+}
+
+/// Everything the server needs from storage. SQLite and PostgreSQL implement it.
+public protocol DataStore: AccountStore, BindingStore, CredentialStore, SettingsStore {
+    /// Throws when the store cannot be reached; backs `/readyz`.
+    func ping() async throws
+}

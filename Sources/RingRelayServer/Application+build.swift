@@ -1,0 +1,90 @@
+import Configuration
+import Foundation
+import Hummingbird
+import Logging
+import RingRelayCore
+import RingRelayStore
+import NIOCore
+import ServiceLifecycle
+import UnixSignals
+
+/// Builds the RingRelay HTTP application: the one place that picks concrete types.
+///
+/// - Parameters:
+///   - configuration: validated settings (host, port, limits).
+///   - store: the data store; the caller owns its lifetime.
+///   - adminToken: the admin bearer token.
+///   - clock: time source for token expiry.
+///   - logger: the server's logger.
+///   - services: long-lived services that start before the HTTP server and stop after it has drained.
+///   - onServerRunning: called once the server accepts connections (tests read the bound port here).
+/// - Returns: an application to run, or to test with `app.test(.router)`.
+///
+/// ```swift
+/// let app = try await buildApplication(configuration: config, store: store, adminToken: token)
+/// try await app.runService()
+/// ```
+public func buildApplication(
+    configuration: ServerConfiguration,
+    store: any DataStore,
+    adminToken: String,
+    clock: any WallClock = SystemWallClock(),
+    logger: Logger = Logger(label: "ringrelay"),
+    services: [any Service] = [],
+    onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
+    let signingKey = try await store.setting(named: "access_token.signing_key") {
+        Data(Secrets.generate(prefix: "").utf8)
+    }
+    let appServices = AppServices(
+        store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
+        metrics: ServerMetrics())
+    let router = buildRouter(services: appServices)
+    var appLogger = logger
+    appLogger.logLevel = configuration.logLevel
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
+        services: services,
+        onServerRunning: onServerRunning,
+        logger: appLogger)
+}
+
+/// Builds the router with every middleware and route.
+func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
+    let router = Router(context: RingRelayRequestContext.self)
+    // Order matters: metrics see the final status, errors are rendered before metrics read them,
+    // and authentication runs inside the error mapping so its 401s get the house body.
+    router.add(middleware: MetricsMiddleware(metrics: services.metrics))
+    router.add(middleware: ErrorMiddleware())
+    router.add(
+        middleware: AuthMiddleware(adminToken: services.adminToken, store: services.store, signer: services.signer, clock: services.clock))
+    OpsController(services: services).register(on: router)
+    AccountsController(services: services).register(on: router)
+    CredentialsController(services: services).register(on: router)
+    AccessTokensController(services: services).register(on: router)
+    BindingsController(services: services).register(on: router)
+    return router
+}
+
+/// Runs `ringrelay serve` until SIGTERM or SIGINT, then drains requests and closes the store.
+///
+/// - Parameters:
+///   - configuration: validated settings.
+///   - logger: the process logger.
+///   - announce: called once, before serving, with what first start created (secrets to print once).
+///   - onListening: called with the bound port once the server accepts connections.
+public func runServer(
+    configuration: ServerConfiguration,
+    logger: Logger,
+    announce: @Sendable (Bootstrap) -> Void = { _ in },
+    onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+) async throws {
+    let bootstrap = try await Bootstrap.prepare(configuration: configuration, logger: logger)
+    announce(bootstrap)
+    let app = try await buildApplication(
+        configuration: configuration, store: bootstrap.store, adminToken: bootstrap.adminToken, logger: logger,
+        services: [StoreService(store: bootstrap.store, logger: logger)],
+        onServerRunning: { channel in await onListening(channel.localAddress?.port ?? configuration.port) })
+    try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])
+}

@@ -1,0 +1,54 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import Prometheus
+import RingRelayCore
+
+/// Liveness, readiness, metrics and the API description. No credentials needed.
+struct OpsController {
+    let services: AppServices
+
+    /// `GET /readyz` answer.
+    struct Readiness: Codable, Sendable {
+        var status: String
+        var checks: [String: String]
+    }
+
+    func register(on router: Router<RingRelayRequestContext>) {
+        router.get("/healthz") { _, _ in JSONResponse(Readiness(status: "ok", checks: [:])) }
+        router.get("/readyz") { _, context in
+            do {
+                try await services.store.ping()
+                return JSONResponse(.ok, Readiness(status: "ready", checks: ["store": "ok"]))
+            } catch {
+                context.logger.warning("store not reachable", metadata: ["error.cause": .string("\(error)")])
+                return JSONResponse(.serviceUnavailable, Readiness(status: "unavailable", checks: ["store": "unreachable"]))
+            }
+        }
+        router.get("/metrics") { _, _ in
+            services.metrics.recordBindingCounts(try await services.store.bindingCounts())
+            var buffer: [UInt8] = []
+            services.metrics.registry.emit(into: &buffer)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+        }
+        router.get("/openapi.yaml") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: try OpenAPIDocument.bytes())))
+        }
+    }
+}
+
+/// The checked-in `docs/openapi.yaml`, bundled as a resource.
+enum OpenAPIDocument {
+    /// The document's bytes.
+    static func bytes() throws -> [UInt8] {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml") else {
+            throw RingRelayError(.internal, code: "internal_error", "The OpenAPI document is missing from this build.")
+        }
+        return Array(try Data(contentsOf: url))
+    }
+}

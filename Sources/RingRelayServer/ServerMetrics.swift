@@ -1,0 +1,66 @@
+import Foundation
+import Hummingbird
+import Metrics
+import Prometheus
+import RingRelayCore
+
+/// The server's metrics, recorded through swift-metrics into its own Prometheus registry.
+///
+/// Each application owns a registry (no global bootstrap), so tests build as many servers as they
+/// like and read exactly what each recorded.
+struct ServerMetrics: Sendable {
+    /// Where everything is collected; rendered at `/metrics`.
+    let registry: PrometheusCollectorRegistry
+    /// The swift-metrics factory writing into ``registry``.
+    let factory: PrometheusMetricsFactory
+
+    init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5),
+            .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+            .milliseconds(500), .seconds(1), .seconds(2.5), .seconds(5),
+        ]
+        self.factory = factory
+    }
+
+    /// Counts one finished HTTP request and records its latency.
+    func recordRequest(route: String, method: String, status: Int, nanoseconds: Int64) {
+        let dimensions = [("route", route), ("method", method), ("status", String(status))]
+        Counter(label: "ringrelay_http_requests_total", dimensions: dimensions, factory: factory).increment()
+        Metrics.Timer(label: "ringrelay_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
+            .recordNanoseconds(nanoseconds)
+    }
+
+    /// Sets the bindings gauge from fresh counts; cells with no bindings read 0.
+    func recordBindingCounts(_ counts: [BindingCount]) {
+        for type in BindingType.allCases {
+            for status in BindingStatus.allCases {
+                let count = counts.first { $0.type == type && $0.status == status }?.count ?? 0
+                Gauge(label: "ringrelay_bindings", dimensions: [("type", type.rawValue), ("status", status.rawValue)], factory: factory)
+                    .record(count)
+            }
+        }
+    }
+}
+
+/// Records every request's route template, method, status and latency.
+///
+/// It sits outside ``ErrorMiddleware`` so it sees the status errors were turned into.
+struct MetricsMiddleware: RouterMiddleware {
+    typealias Context = RingRelayRequestContext
+    let metrics: ServerMetrics
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        let response = try await next(request, context)
+        let elapsed = ContinuousClock.now - start
+        let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+        // The route template, never the raw path: ids in paths would explode label cardinality.
+        metrics.recordRequest(
+            route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: response.status.code,
+            nanoseconds: nanoseconds)
+        return response
+    }
+}

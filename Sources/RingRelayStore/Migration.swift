@@ -1,0 +1,72 @@
+/// One versioned schema change. Versions only grow; a shipped migration is never edited.
+struct Migration: Sendable {
+    /// Strictly increasing version number.
+    var version: Int
+    /// What the migration does, recorded in `schema_migrations`.
+    var name: String
+    /// Statements run in one transaction.
+    var statements: [String]
+}
+
+extension Migration {
+    /// The SQLite schema history.
+    static let sqlite: [Migration] = [
+        Migration(
+            version: 1, name: "accounts, keys, credentials, bindings, settings",
+            statements: [
+                """
+                CREATE TABLE accounts (
+                    id TEXT PRIMARY KEY,
+                    name TEXT NOT NULL UNIQUE,
+                    created_at INTEGER NOT NULL
+                ) STRICT
+                """,
+                """
+                CREATE TABLE api_keys (
+                    id TEXT PRIMARY KEY,
+                    account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    secret_hash TEXT NOT NULL UNIQUE,
+                    hint TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    revoked_at INTEGER
+                ) STRICT
+                """,
+                "CREATE INDEX api_keys_account ON api_keys(account_id)",
+                """
+                CREATE TABLE credentials (
+                    account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    kind TEXT NOT NULL,
+                    payload TEXT NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    PRIMARY KEY (account_id, kind)
+                ) STRICT
+                """,
+                """
+                CREATE TABLE bindings (
+                    id TEXT PRIMARY KEY,
+                    account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    identity TEXT NOT NULL,
+                    type TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    environment TEXT,
+                    device_id TEXT,
+                    public_key TEXT,
+                    status TEXT NOT NULL,
+                    invalid_reason TEXT,
+                    invalidated_at INTEGER,
+                    registered_at INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    UNIQUE (account_id, type, token)
+                ) STRICT
+                """,
+                "CREATE INDEX bindings_account_identity ON bindings(account_id, identity, id)",
+                """
+                CREATE TABLE settings (
+                    name TEXT PRIMARY KEY,
+                    value BLOB NOT NULL
+                ) STRICT
+                """,
+            ]),
+    ]
+}

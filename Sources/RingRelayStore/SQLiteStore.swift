@@ -1,0 +1,390 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import RingRelayCore
+import SQLiteNIO
+import Synchronization
+
+/// The embedded store: one SQLite file in WAL mode.
+///
+/// All statements go through one connection under an ``AsyncMutex``, so a multi-statement
+/// transaction never interleaves with another task's statements. Times are stored as integer
+/// milliseconds since the Unix epoch.
+public final class SQLiteStore: DataStore {
+    private let connection: SQLiteConnection
+    private let mutex = AsyncMutex()
+    /// Set once the connection is closed; read and written only while holding ``mutex``.
+    private let isClosed = Mutex(false)
+    private let logger: Logger
+
+    /// The database file's path.
+    public let path: String
+
+    private init(connection: SQLiteConnection, path: String, logger: Logger) {
+        self.connection = connection
+        self.path = path
+        self.logger = logger
+    }
+
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    ///
+    /// - Parameters:
+    ///   - path: the database file, e.g. `ringrelay-data/ringrelay.sqlite`.
+    ///   - logger: where migrations are reported.
+    /// - Throws: ``RingRelayError`` (`store_unavailable`) when the file cannot be opened or migrated.
+    public static func open(path: String, logger: Logger) async throws -> SQLiteStore {
+        let connection: SQLiteConnection
+        do {
+            connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+        } catch {
+            throw RingRelayError(
+                .unavailable, code: "store_unavailable",
+                "Cannot open the SQLite database at \(path); check that the data directory is writable.",
+                underlying: error)
+        }
+        let store = SQLiteStore(connection: connection, path: path, logger: logger)
+        do {
+            // WAL lets readers run beside the writer; NORMAL sync is durable across process
+            // crashes and SIGKILL (only an OS crash can lose the last commits).
+            _ = try await connection.query("PRAGMA journal_mode = WAL")
+            _ = try await connection.query("PRAGMA synchronous = NORMAL")
+            _ = try await connection.query("PRAGMA foreign_keys = ON")
+            _ = try await connection.query("PRAGMA busy_timeout = 5000")
+            try await store.migrate()
+        } catch {
+            try? await connection.close()
+            throw RingRelayError(
+                .unavailable, code: "store_unavailable", "Cannot prepare the SQLite database at \(path).",
+                underlying: error)
+        }
+        return store
+    }
+
+    /// Closes the connection. Later calls fail with `store_closed`; closing twice is harmless.
+    public func close() async throws {
+        try await mutex.withLock { [connection] in
+            guard !self.isClosed.withLock({ $0 }) else { return }
+            self.isClosed.withLock { $0 = true }
+            try await connection.close()
+        }
+    }
+
+    private func checkOpen() throws {
+        if isClosed.withLock({ $0 }) {
+            throw RingRelayError(.unavailable, code: "store_closed", "The database is closed; the server is shutting down.")
+        }
+    }
+
+    /// The schema version now in the file.
+    public func schemaVersion() async throws -> Int {
+        let rows = try await query("SELECT COALESCE(MAX(version), 0) AS v FROM schema_migrations")
+        return Int(rows.first?.column("v")?.integer ?? 0)
+    }
+
+    // MARK: - Plumbing
+
+    private func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        try await mutex.withLock { [connection] in
+            try self.checkOpen()
+            return try await connection.query(sql, binds)
+        }
+    }
+
+    /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on error.
+    private func transaction<T: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> T) async throws -> T {
+        try await mutex.withLock { [connection] in
+            try self.checkOpen()
+            _ = try await connection.query("BEGIN IMMEDIATE")
+            do {
+                let result = try await body(connection)
+                _ = try await connection.query("COMMIT")
+                return result
+            } catch {
+                _ = try? await connection.query("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    private func migrate() async throws {
+        _ = try await query(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+        )
+        let current = try await schemaVersion()
+        for migration in Migration.sqlite where migration.version > current {
+            try await transaction { connection in
+                for statement in migration.statements {
+                    _ = try await connection.query(statement)
+                }
+                _ = try await connection.query(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
+                    [.integer(migration.version), .text(migration.name), .integer(Date().millis)])
+            }
+            logger.info("applied migration", metadata: ["store.migration": "\(migration.version) \(migration.name)"])
+        }
+    }
+
+    // MARK: - DataStore
+
+    public func ping() async throws {
+        _ = try await query("SELECT 1")
+    }
+
+    public func setting(named name: String, orInsert makeValue: @Sendable () -> Data) async throws -> Data {
+        let value = makeValue()
+        // INSERT OR IGNORE then SELECT: the first writer wins, later callers read its value.
+        return try await transaction { connection in
+            _ = try await connection.query(
+                "INSERT OR IGNORE INTO settings (name, value) VALUES (?, ?)",
+                [.text(name), .blob(ByteBuffer(bytes: value))])
+            let rows = try await connection.query("SELECT value FROM settings WHERE name = ?", [.text(name)])
+            guard let buffer = rows.first?.column("value")?.blob else { return value }
+            return Data(buffer.readableBytesView)
+        }
+    }
+}
+
+// MARK: - Accounts
+
+extension SQLiteStore {
+    public func createAccount(_ account: Account, firstKey: APIKeyRecord) async throws {
+        do {
+            try await transaction { connection in
+                _ = try await connection.query(
+                    "INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)",
+                    [.text(account.id), .text(account.name), .integer(account.createdAt.millis)])
+                _ = try await connection.query(Self.insertKeySQL, Self.keyBinds(firstKey))
+            }
+        } catch let error as SQLiteError where error.reason == .constraintUniqueFailed || error.reason == .constraint {
+            throw RingRelayError(
+                .conflict, code: "account_name_taken", "An account named '\(account.name)' already exists; pick another name.")
+        }
+    }
+
+    public func listAccounts() async throws -> [Account] {
+        try await query("SELECT id, name, created_at FROM accounts ORDER BY created_at, id").map(Self.account)
+    }
+
+    public func account(id: String) async throws -> Account? {
+        try await query("SELECT id, name, created_at FROM accounts WHERE id = ?", [.text(id)]).first.map(Self.account)
+    }
+
+    public func deleteAccount(id: String) async throws -> Bool {
+        try await !query("DELETE FROM accounts WHERE id = ? RETURNING id", [.text(id)]).isEmpty
+    }
+
+    public func addKey(_ key: APIKeyRecord) async throws {
+        _ = try await query(Self.insertKeySQL, Self.keyBinds(key))
+    }
+
+    public func revokeKey(accountID: String, keyID: String, at date: Date) async throws -> Bool {
+        try await !query(
+            "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL RETURNING id",
+            [.integer(date.millis), .text(keyID), .text(accountID)]
+        ).isEmpty
+    }
+
+    public func activeKey(secretHash: String) async throws -> APIKeyRecord? {
+        try await query(
+            "SELECT id, account_id, secret_hash, hint, created_at, revoked_at FROM api_keys WHERE secret_hash = ? AND revoked_at IS NULL",
+            [.text(secretHash)]
+        ).first.map { row in
+            APIKeyRecord(
+                id: row.string("id"), accountID: row.string("account_id"), secretHash: row.string("secret_hash"),
+                hint: row.string("hint"), createdAt: row.date("created_at"), revokedAt: row.optionalDate("revoked_at"))
+        }
+    }
+
+    private static let insertKeySQL =
+        "INSERT INTO api_keys (id, account_id, secret_hash, hint, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)"
+
+    private static func keyBinds(_ key: APIKeyRecord) -> [SQLiteData] {
+        [.text(key.id), .text(key.accountID), .text(key.secretHash), .text(key.hint), .integer(key.createdAt.millis)]
+    }
+
+    private static func account(_ row: SQLiteRow) -> Account {
+        Account(id: row.string("id"), name: row.string("name"), createdAt: row.date("created_at"))
+    }
+}
+
+// MARK: - Bindings
+
+extension SQLiteStore {
+    private static let bindingColumns =
+        "id, account_id, identity, type, token, environment, device_id, public_key, status, invalid_reason, invalidated_at, registered_at, created_at, updated_at"
+
+    public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
+        // One statement: the unique (account_id, type, token) index decides between insert and
+        // update atomically, so two concurrent registrations of one token cannot create two rows.
+        let rows = try await query(
+            """
+            INSERT INTO bindings (\(Self.bindingColumns))
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', NULL, NULL, ?, ?, ?)
+            ON CONFLICT (account_id, type, token) DO UPDATE SET
+                identity = excluded.identity,
+                environment = excluded.environment,
+                device_id = excluded.device_id,
+                public_key = excluded.public_key,
+                status = 'active',
+                invalid_reason = NULL,
+                invalidated_at = NULL,
+                registered_at = excluded.registered_at,
+                updated_at = excluded.updated_at
+            RETURNING \(Self.bindingColumns)
+            """,
+            [
+                .text(newID), .text(registration.accountID), .text(registration.identity),
+                .text(registration.type.rawValue), .text(registration.token),
+                .optionalText(registration.environment?.rawValue), .optionalText(registration.deviceID),
+                .optionalText(registration.publicKey), .integer(now.millis), .integer(now.millis), .integer(now.millis),
+            ])
+        guard let row = rows.first else {
+            throw RingRelayError(.internal, code: "store_error", "The binding upsert returned no row.")
+        }
+        let binding = try Self.binding(row)
+        return BindingUpsert(binding: binding, created: binding.id == newID)
+    }
+
+    public func binding(id: String, accountID: String, identity: String?) async throws -> Binding? {
+        var sql = "SELECT \(Self.bindingColumns) FROM bindings WHERE id = ? AND account_id = ?"
+        var binds: [SQLiteData] = [.text(id), .text(accountID)]
+        if let identity {
+            sql += " AND identity = ?"
+            binds.append(.text(identity))
+        }
+        return try await query(sql, binds).first.map(Self.binding)
+    }
+
+    public func listBindings(accountID: String, query bindingQuery: BindingQuery) async throws -> Page<Binding> {
+        var sql = "SELECT \(Self.bindingColumns) FROM bindings WHERE account_id = ?"
+        var binds: [SQLiteData] = [.text(accountID)]
+        if let identity = bindingQuery.identity {
+            sql += " AND identity = ?"
+            binds.append(.text(identity))
+        }
+        if let type = bindingQuery.type {
+            sql += " AND type = ?"
+            binds.append(.text(type.rawValue))
+        }
+        if let status = bindingQuery.status {
+            sql += " AND status = ?"
+            binds.append(.text(status.rawValue))
+        }
+        if let after = bindingQuery.after {
+            sql += " AND id > ?"
+            binds.append(.text(after))
+        }
+        // One extra row tells whether another page exists without a COUNT.
+        sql += " ORDER BY id LIMIT ?"
+        binds.append(.integer(bindingQuery.limit + 1))
+        var items = try await query(sql, binds).map(Self.binding)
+        var next: String?
+        if items.count > bindingQuery.limit {
+            items.removeLast()
+            next = items.last?.id
+        }
+        return Page(items: items, nextAfter: next)
+    }
+
+    public func deleteBinding(id: String, accountID: String, identity: String?) async throws -> Bool {
+        var sql = "DELETE FROM bindings WHERE id = ? AND account_id = ?"
+        var binds: [SQLiteData] = [.text(id), .text(accountID)]
+        if let identity {
+            sql += " AND identity = ?"
+            binds.append(.text(identity))
+        }
+        return try await !query(sql + " RETURNING id", binds).isEmpty
+    }
+
+    public func deleteBindings(accountID: String, identity: String) async throws -> Int {
+        try await query(
+            "DELETE FROM bindings WHERE account_id = ? AND identity = ? RETURNING id", [.text(accountID), .text(identity)]
+        ).count
+    }
+
+    public func bindingCounts() async throws -> [BindingCount] {
+        try await query("SELECT type, status, COUNT(*) AS n FROM bindings GROUP BY type, status").compactMap { row in
+            guard let type = BindingType(rawValue: row.string("type")),
+                let status = BindingStatus(rawValue: row.string("status"))
+            else { return nil }
+            return BindingCount(type: type, status: status, count: Int(row.column("n")?.integer ?? 0))
+        }
+    }
+
+    private static func binding(_ row: SQLiteRow) throws -> Binding {
+        guard let type = BindingType(rawValue: row.string("type")),
+            let status = BindingStatus(rawValue: row.string("status"))
+        else {
+            throw RingRelayError(.internal, code: "store_corrupt", "A stored binding has an unknown type or status.")
+        }
+        return Binding(
+            id: row.string("id"), accountID: row.string("account_id"), identity: row.string("identity"), type: type,
+            token: row.string("token"), environment: row.optionalString("environment").flatMap(PushEnvironment.init),
+            deviceID: row.optionalString("device_id"), publicKey: row.optionalString("public_key"), status: status,
+            invalidReason: row.optionalString("invalid_reason"), invalidatedAt: row.optionalDate("invalidated_at"),
+            registeredAt: row.date("registered_at"), createdAt: row.date("created_at"), updatedAt: row.date("updated_at"))
+    }
+}
+
+// MARK: - Credentials
+
+extension SQLiteStore {
+    public func putCredential(_ credential: Credential, accountID: String, at date: Date) async throws {
+        let payload = String(decoding: try JSONEncoder().encode(credential), as: UTF8.self)
+        _ = try await query(
+            """
+            INSERT INTO credentials (account_id, kind, payload, updated_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT (account_id, kind) DO UPDATE SET payload = excluded.payload, updated_at = excluded.updated_at
+            """,
+            [.text(accountID), .text(credential.kind.rawValue), .text(payload), .integer(date.millis)])
+    }
+
+    public func credentials(accountID: String) async throws -> [StoredCredential] {
+        try await query("SELECT payload, updated_at FROM credentials WHERE account_id = ? ORDER BY kind", [.text(accountID)])
+            .map(Self.credential)
+    }
+
+    public func credential(kind: CredentialKind, accountID: String) async throws -> StoredCredential? {
+        try await query(
+            "SELECT payload, updated_at FROM credentials WHERE account_id = ? AND kind = ?",
+            [.text(accountID), .text(kind.rawValue)]
+        ).first.map(Self.credential)
+    }
+
+    public func deleteCredential(kind: CredentialKind, accountID: String) async throws -> Bool {
+        try await !query(
+            "DELETE FROM credentials WHERE account_id = ? AND kind = ? RETURNING kind", [.text(accountID), .text(kind.rawValue)]
+        ).isEmpty
+    }
+
+    private static func credential(_ row: SQLiteRow) throws -> StoredCredential {
+        let credential = try JSONDecoder().decode(Credential.self, from: Data(row.string("payload").utf8))
+        return StoredCredential(credential: credential, updatedAt: row.date("updated_at"))
+    }
+}
+
+// MARK: - Row helpers
+
+extension SQLiteRow {
+    fileprivate func string(_ name: String) -> String { column(name)?.string ?? "" }
+    fileprivate func optionalString(_ name: String) -> String? {
+        guard let data = column(name), !data.isNull else { return nil }
+        return data.string
+    }
+    fileprivate func date(_ name: String) -> Date { Date(millis: column(name)?.integer ?? 0) }
+    fileprivate func optionalDate(_ name: String) -> Date? {
+        guard let data = column(name), !data.isNull, let value = data.integer else { return nil }
+        return Date(millis: value)
+    }
+}
+
+extension SQLiteData {
+    fileprivate static func optionalText(_ value: String?) -> SQLiteData { value.map(SQLiteData.text) ?? .null }
+}
+
+extension Date {
+    /// Milliseconds since the Unix epoch, as stored.
+    var millis: Int { Int((timeIntervalSince1970 * 1000).rounded(.down)) }
+    init(millis: Int) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import RingRelayCore
+import Testing
+
+@Suite struct ResourceIDTests {
+    @Test func idsSortByCreationTimeAndAreUnique() {
+        let base = Date(timeIntervalSince1970: 1_790_000_000)
+        let ids = (0..<1000).map { ResourceID.make(ResourceID.binding, at: base.addingTimeInterval(Double($0) / 1000)) }
+        let outOfOrder = zip(ids, ids.dropFirst()).filter { $0 >= $1 }
+        #expect(outOfOrder.isEmpty, "\(outOfOrder.count) pairs out of order, first: \(outOfOrder.first.map { "\($0) >= \($1)" } ?? "")")
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { ResourceID.isValid($0, prefix: ResourceID.binding) })
+        let sameMillisecond = (0..<1000).map { _ in ResourceID.make(ResourceID.binding, at: base) }
+        #expect(Set(sameMillisecond).count == 1000)
+    }
+
+    @Test func validationRejectsOtherShapes() {
+        let id = ResourceID.make(ResourceID.account)
+        #expect(ResourceID.isValid(id, prefix: "acc"))
+        #expect(!ResourceID.isValid(id, prefix: "bnd"))
+        #expect(!ResourceID.isValid(id + "0", prefix: "acc"))
+        #expect(!ResourceID.isValid(String(id.dropLast()) + "U", prefix: "acc"))
+    }
+}
+
+@Suite struct BindingRulesTests {
+    @Test func apnsTokensAreNormalisedToLowercase() throws {
+        let token = String(repeating: "AB", count: 32)
+        #expect(try BindingRules.validateToken(token, type: .apnsVoIP) == token.lowercased())
+    }
+
+    @Test func environmentDefaultsToProductionForAPNsOnly() throws {
+        let apns = try BindingRegistration(
+            accountID: "acc", identity: "bob", type: .apnsAlert, token: String(repeating: "0", count: 64), environment: nil,
+            deviceID: nil, publicKey: nil)
+        #expect(apns.environment == .production)
+        #expect(throws: RingRelayError.self) {
+            try BindingRegistration(accountID: "acc", identity: "bob", type: .fcm, token: "t", environment: .sandbox, deviceID: nil, publicKey: nil)
+        }
+    }
+
+    @Test func identitiesRejectControlCharacters() {
+        #expect(throws: RingRelayError.self) { try BindingRules.validateIdentity("bob\n") }
+        #expect(throws: Never.self) { try BindingRules.validateIdentity("bob smith ☎") }
+    }
+
+    @Test func publicKeysMustBeUncompressedP256Points() {
+        let point = Data([0x04] + Array(repeating: 7, count: 64)).base64EncodedString()
+        #expect(throws: Never.self) { try BindingRules.validatePublicKey(point) }
+        let compressed = Data([0x02] + Array(repeating: 7, count: 32)).base64EncodedString()
+        #expect(throws: RingRelayError.self) { try BindingRules.validatePublicKey(compressed) }
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import RingRelayWire
+import Testing
+
+@Suite struct BadInputTests {
+    @Test func everyBadInputClassGetsItsStatus() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            let big = String(repeating: "x", count: 64 * 1024 + 1)
+            let cases: [(String?, String?, HTTPResponse.Status, String)] = [
+                (#"{"identity":"\#(big)","type":"fcm","token":"t"}"#, "application/json", .contentTooLarge, "body_too_large"),
+                (#"{"identity":"b","type":"fcm","token":"t"}"#, "text/plain", .unsupportedMediaType, "unsupported_media_type"),
+                (#"{"identity":"b","type":"fcm","token":"t"}"#, nil, .unsupportedMediaType, "unsupported_media_type"),
+                (#"{"identity":"b","#, "application/json", .badRequest, "malformed_json"),
+                ("", "application/json", .badRequest, "empty_body"),
+                ("\u{FF}\u{FE}", "application/json", .badRequest, "malformed_json"),
+                ("null", "application/json", .unprocessableContent, "invalid_body"),
+            ]
+            for (body, contentType, status, code) in cases {
+                let response = try await client.send(.post, "/v1/bindings", token: key, json: body, contentType: contentType)
+                #expect(response.status == status, "\(code)")
+                #expect(response.errorCode == code)
+            }
+            let charset = try await client.send(
+                .post, "/v1/bindings", token: key, json: #"{"identity":"b","type":"fcm","token":"t"}"#,
+                contentType: "application/json; charset=utf-8")
+            #expect(charset.status == .created)
+            #expect(try await client.send(.get, "/v1/nothing-here", token: key).errorCode == "route_not_found")
+            #expect(try await client.send(.get, "/v1/bindings?limit=0", token: key).errorCode == "invalid_parameter")
+            #expect(try await client.send(.get, "/v1/bindings?limit=abc", token: key).errorCode == "invalid_parameter")
+            #expect(try await client.send(.get, "/v1/bindings?type=sms", token: key).errorCode == "invalid_parameter")
+            #expect(try await client.send(.delete, "/v1/bindings", token: key).errorCode == "missing_parameter")
+        }
+    }
+
+    /// Random and mutated bodies against every endpoint that reads one: never a 5xx, and the
+    /// server keeps answering.
+    @Test func noBodyProducesAServerError() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let account = try await client.createAccount("acme", admin: server.adminToken)
+            let endpoints: [(HTTPRequest.Method, String, String)] = [
+                (.post, "/v1/accounts", server.adminToken),
+                (.post, "/v1/bindings", account.apiKey),
+                (.post, "/v1/bindings/batch", account.apiKey),
+                (.post, "/v1/access-tokens", account.apiKey),
+                (.put, "/v1/credentials/apns", account.apiKey),
+                (.put, "/v1/credentials/fcm", account.apiKey),
+                (.put, "/v1/credentials/twilio", account.apiKey),
+                (.put, "/v1/credentials/webex", account.apiKey),
+            ]
+            let seeds = [
+                #"{"identity":"bob","type":"fcm","token":"t"}"#, #"{"upsert":[{"identity":"b","type":"fcm","token":"t"}],"delete":["x"]}"#,
+                #"{"serviceAccount":{"client_email":"a@b","private_key":"k","project_id":"p","token_uri":"https://x"}}"#,
+                #"{"teamId":"ABCDE12345","keyId":"ABCDE12345","privateKey":"-----BEGIN PRIVATE KEY-----","topic":"com.x"}"#,
+                #"{"accountSid":"AC00000000000000000000000000000000","authToken":"0123456789abcdef"}"#, #"{"name":"n","secret":[1,{}]}"#,
+                "[]", "{}", "0", "true", #"{"upsert":{}}"#, #"{"upsert":[null,[],"x"],"delete":[1]}"#, #"{"ttlSeconds":1e308}"#,
+                #"{"identity":null,"deviceId":{}}"#, #"{"serviceAccount":[]}"#, "\"\\ud800\"", #"{"a":"\u0000"}"#,
+            ]
+            var generator = SystemRandomNumberGenerator()
+            for (method, path, token) in endpoints {
+                for seed in seeds {
+                    var bytes = Array(seed.utf8)
+                    for round in 0..<4 {
+                        if round > 0, !bytes.isEmpty {
+                            // Flip, drop or duplicate a byte.
+                            let index = Int.random(in: 0..<bytes.count, using: &generator)
+                            switch round {
+                            case 1: bytes[index] = UInt8.random(in: 0...255, using: &generator)
+                            case 2: bytes.remove(at: index)
+                            default: bytes.insert(bytes[index], at: index)
+                            }
+                        }
+                        var headers = HTTPFields()
+                        headers[.authorization] = "Bearer \(token)"
+                        headers[.contentType] = "application/json"
+                        let response = try await client.execute(uri: path, method: method, headers: headers, body: ByteBuffer(bytes: bytes))
+                        #expect(response.status.code < 500, "\(method) \(path) \(String(decoding: bytes, as: UTF8.self)) → \(response.status)")
+                    }
+                }
+            }
+            #expect(try await client.send(.get, "/readyz").status == .ok)
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import RingRelayTesting
+import RingRelayWire
+import RingRelayStore
+import Testing
+
+@testable import RingRelayServer
+
+@Suite struct OpsTests {
+    @Test func healthReadinessAndMetrics() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            #expect(try await client.send(.get, "/healthz").status == .ok)
+            let ready = try await client.send(.get, "/readyz")
+            #expect(ready.status == .ok)
+            #expect(String(buffer: ready.body).contains(#""store":"ok""#))
+
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            _ = try await client.createBinding(#"{"identity":"bob","type":"fcm","token":"t1"}"#, token: key)
+            _ = try await client.send(.get, "/v1/bindings/bnd_missing", token: key)
+
+            let metrics = try await client.send(.get, "/metrics")
+            #expect(metrics.headers[.contentType]?.hasPrefix("text/plain") == true)
+            let text = String(buffer: metrics.body)
+            #expect(text.contains(#"ringrelay_http_requests_total{route="/v1/bindings",method="POST",status="201"} 1"#))
+            #expect(text.contains(#"ringrelay_http_requests_total{route="/v1/bindings/{bindingId}",method="GET",status="404"} 1"#))
+            #expect(text.contains(#"ringrelay_bindings{type="fcm",status="active"} 1"#))
+            #expect(text.contains(#"ringrelay_bindings{type="apns_voip",status="active"} 0"#))
+            #expect(text.contains("ringrelay_http_request_duration_seconds_bucket"))
+            // Raw ids never become label values.
+            #expect(!text.contains("bnd_missing"))
+        }
+    }
+
+    @Test func readinessFailsWhenTheStoreIsGone() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            try await server.store.close()
+            let ready = try await client.send(.get, "/readyz")
+            #expect(ready.status == .serviceUnavailable)
+            #expect(try await client.send(.get, "/healthz").status == .ok)
+            // Re-open so the helper's final close has something to close.
+            _ = ready
+        }
+    }
+}

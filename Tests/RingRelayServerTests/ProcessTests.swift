@@ -1,0 +1,172 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOFoundationEssentialsCompat
+import NIOHTTP1
+import RingRelayTesting
+import RingRelayWire
+import Synchronization
+import Testing
+
+/// The real executable: start-up, configuration, signals, and the CLI verbs.
+@Suite(.serialized) struct ProcessTests {
+    let adminToken = "process-test-admin-token-0123456789"
+
+    private static func request(_ method: HTTPMethod, _ url: String, token: String, body: String? = nil) async throws -> (Int, Data) {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: 1 << 20)))
+    }
+
+    @Test func firstStartPrintsSecretsOnceAndKeepsThem() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let first = try ServerProcess(["serve", "--port", "0", "--data-dir", "data"], directory: directory.path)
+        let url = try await first.waitUntilListening()
+        let printed = first.stdout
+        let admin = try #require(printed.firstMatch(of: /RINGRELAY_ADMIN_TOKEN=(\S+)/)?.1).description
+        let key = try #require(printed.firstMatch(of: /RINGRELAY_TOKEN=(\S+)/)?.1).description
+        let stored = try String(contentsOfFile: directory.appending("data/admin-token"), encoding: .utf8)
+        #expect(stored.trimmingCharacters(in: .whitespacesAndNewlines) == admin)
+        let attributes = try FileManager.default.attributesOfItem(atPath: directory.appending("data/admin-token"))
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        #expect(try await Self.request(.GET, url + "/v1/accounts", token: admin).0 == 200)
+        #expect(try await Self.request(.GET, url + "/v1/bindings", token: key).0 == 200)
+        // Secrets never reach the log.
+        #expect(!first.stderr.contains(admin))
+        #expect(!first.stderr.contains(key))
+        first.signal(SIGINT)
+        #expect(try await first.waitForExit() == 0)
+
+        let second = try ServerProcess(["serve", "--port", "0", "--data-dir", "data"], directory: directory.path)
+        let secondURL = try await second.waitUntilListening()
+        #expect(!second.stdout.contains("RINGRELAY_ADMIN_TOKEN="))
+        #expect(!second.stdout.contains("RINGRELAY_TOKEN="))
+        #expect(try await Self.request(.GET, secondURL + "/v1/bindings", token: key).0 == 200)
+        #expect(try await Self.request(.GET, secondURL + "/v1/accounts", token: admin).0 == 200)
+        second.signal(SIGTERM)
+        #expect(try await second.waitForExit() == 0)
+    }
+
+    @Test func badConfigurationStopsStartUpNamingTheKey() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let badFlag = try await ServerProcess.run(["serve", "--port", "eighty"], directory: directory.path)
+        #expect(badFlag.status == 78)
+        #expect(badFlag.stderr.contains("--port / RINGRELAY_PORT"))
+
+        let badEnvironment = try await ServerProcess.run(["serve"], directory: directory.path, environment: ["RINGRELAY_LOG_LEVEL": "loud"])
+        #expect(badEnvironment.status == 78)
+        #expect(badEnvironment.stderr.contains("RINGRELAY_LOG_LEVEL"))
+
+        // .env is read, and the environment beats it.
+        try "RINGRELAY_PORT=99999\n".write(toFile: directory.appending(".env"), atomically: true, encoding: .utf8)
+        let badDotEnv = try await ServerProcess.run(["serve"], directory: directory.path)
+        #expect(badDotEnv.status == 78)
+        #expect(badDotEnv.stderr.contains("99999"))
+        let environmentWins = try ServerProcess(["serve", "--data-dir", "data"], directory: directory.path, environment: ["RINGRELAY_PORT": "0"])
+        _ = try await environmentWins.waitUntilListening()
+        environmentWins.signal(SIGTERM)
+        #expect(try await environmentWins.waitForExit() == 0)
+
+        let help = try await ServerProcess.run(["serve", "--help"], directory: directory.path)
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("RINGRELAY_DATA_DIR"))
+    }
+
+    /// Requests in flight when SIGTERM arrives either finish or fail; every one that was
+    /// acknowledged is still there after a restart.
+    @Test func sigtermDuringRequestsLosesNothingAcknowledged() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let arguments = ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--log-level", "warning"]
+        let server = try ServerProcess(arguments, directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let (_, accountData) = try await Self.request(.POST, url + "/v1/accounts", token: adminToken, body: #"{"name":"load"}"#)
+        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+
+        let acknowledged = ServerProcess.Collected()  // binding ids, one per line
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for index in 0..<400 {
+                        let body = #"{"identity":"user-\#(worker)","type":"fcm","token":"token-\#(worker)-\#(index)"}"#
+                        guard let (status, data) = try? await Self.request(.POST, url + "/v1/bindings", token: key, body: body) else { return }
+                        guard status == 201, let binding = try? JSONDecoder.ringRelay.decode(BindingResource.self, from: data) else { return }
+                        acknowledged.text.withLock { $0 += binding.id + "\n" }
+                    }
+                }
+            }
+            group.addTask {
+                while acknowledged.text.withLock({ $0.count }) < 100 * 31 { try await Task.sleep(for: .milliseconds(5)) }
+                server.signal(SIGTERM)
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await server.waitForExit() == 0)
+        let ids = acknowledged.text.withLock { $0 }.split(separator: "\n").map(String.init)
+        #expect(ids.count >= 100)
+        #expect(ids.count < 3200, "the server should have stopped before every request was made")
+
+        let restarted = try ServerProcess(arguments, directory: directory.path)
+        let newURL = try await restarted.waitUntilListening()
+        var stored = Set<String>()
+        var cursor: String?
+        repeat {
+            let (_, data) = try await Self.request(.GET, newURL + "/v1/bindings?limit=500" + (cursor.map { "&cursor=\($0)" } ?? ""), token: key)
+            let page = try JSONDecoder.ringRelay.decode(BindingList.self, from: data)
+            stored.formUnion(page.data.map(\.id))
+            cursor = page.nextCursor
+        } while cursor != nil
+        #expect(Set(ids).isSubset(of: stored), "lost \(Set(ids).subtracting(stored).count) acknowledged bindings")
+        restarted.signal(SIGTERM)
+        #expect(try await restarted.waitForExit() == 0)
+    }
+
+    @Test func adminVerbsTalkToARunningServer() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try ServerProcess(["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken], directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let admin = ["RINGRELAY_URL": url, "RINGRELAY_ADMIN_TOKEN": adminToken]
+
+        let created = try await ServerProcess.run(["accounts", "create", "--name", "cli", "--json"], directory: directory.path, environment: admin)
+        #expect(created.status == 0, "\(created.stderr)")
+        let account = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: Data(created.stdout.utf8))
+        let listed = try await ServerProcess.run(["accounts", "list"], directory: directory.path, environment: admin)
+        #expect(listed.stdout.contains(account.id))
+        #expect(listed.stdout.contains("NAME"))
+
+        let withKey = ["RINGRELAY_URL": url, "RINGRELAY_TOKEN": account.apiKey]
+        let added = try await ServerProcess.run(
+            ["bindings", "add", "--identity", "bob", "--type", "apns_voip", "--push-token", String(repeating: "ab", count: 32), "--environment", "sandbox", "--json"],
+            directory: directory.path, environment: withKey)
+        #expect(added.status == 0, "\(added.stderr)")
+        let binding = try JSONDecoder.ringRelay.decode(BindingResource.self, from: Data(added.stdout.utf8))
+        let bindings = try await ServerProcess.run(["bindings", "list", "--identity", "bob", "--json"], directory: directory.path, environment: withKey)
+        #expect(try JSONDecoder.ringRelay.decode(BindingList.self, from: Data(bindings.stdout.utf8)).data.map(\.id) == [binding.id])
+
+        let invalid = try await ServerProcess.run(
+            ["bindings", "add", "--identity", "bob", "--type", "apns_voip", "--push-token", "nothex"], directory: directory.path, environment: withKey)
+        #expect(invalid.status == 1)
+        #expect(invalid.stderr.contains("invalid_token"))
+
+        let deleted = try await ServerProcess.run(["bindings", "delete", binding.id], directory: directory.path, environment: withKey)
+        #expect(deleted.status == 0)
+        let wrongToken = try await ServerProcess.run(["accounts", "list", "--token", "wrong-token"], directory: directory.path, environment: ["RINGRELAY_URL": url])
+        #expect(wrongToken.status == 1)
+        #expect(wrongToken.stderr.contains("401"))
+        let removed = try await ServerProcess.run(["accounts", "delete", account.id], directory: directory.path, environment: admin)
+        #expect(removed.status == 0)
+        #expect(try await Self.request(.GET, url + "/v1/bindings", token: account.apiKey).0 == 401)
+
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Synchronization
+
+/// The real `ringrelay` executable, run as a child process.
+final class ServerProcess: Sendable {
+    /// Text a pipe has delivered so far.
+    final class Collected: Sendable {
+        let text = Mutex("")
+    }
+
+    let process: Process
+    private let output = Collected()
+    private let errors = Collected()
+
+    /// The `ringrelay` binary built next to this test bundle.
+    static var binary: URL {
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return executable.deletingLastPathComponent().appendingPathComponent("ringrelay")
+    }
+
+    /// Starts `ringrelay` with `arguments` in `directory`.
+    init(_ arguments: [String], directory: String, environment: [String: String] = [:]) throws {
+        process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        // A clean environment: no RINGRELAY_* from the developer's shell leaks into the test.
+        var base = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RINGRELAY_") }
+        base.merge(environment) { $1 }
+        process.environment = base
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardOutput = stdout
+        process.standardError = stderr
+        process.standardInput = FileHandle.nullDevice
+        stdout.fileHandleForReading.readabilityHandler = { [output] handle in
+            let data = handle.availableData
+            output.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        stderr.fileHandleForReading.readabilityHandler = { [errors] handle in
+            let data = handle.availableData
+            errors.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+    }
+
+    /// Everything printed to standard output so far.
+    var stdout: String { output.text.withLock { $0 } }
+    /// Everything printed to standard error so far.
+    var stderr: String { errors.text.withLock { $0 } }
+
+    /// Waits until the server prints its address and returns the base URL.
+    func waitUntilListening(timeout: Duration = .seconds(60)) async throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let range = stdout.range(of: #"listening on (http://[^\s]+)"#, options: .regularExpression) {
+                return String(stdout[range].dropFirst("listening on ".count))
+            }
+            guard process.isRunning else { break }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw ProcessError.notListening(stdout: stdout, stderr: stderr)
+    }
+
+    /// Sends a signal.
+    func signal(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits for the process to exit and returns its status.
+    func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else {
+                process.terminate()
+                throw ProcessError.didNotExit
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return process.terminationStatus
+    }
+
+    /// Runs `ringrelay` to completion and returns its status and output.
+    static func run(_ arguments: [String], directory: String, environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let child = try ServerProcess(arguments, directory: directory, environment: environment)
+        let status = try await child.waitForExit(timeout: .seconds(60))
+        // Let the readability handlers drain what is left in the pipes.
+        try await Task.sleep(for: .milliseconds(50))
+        return (status, child.stdout, child.stderr)
+    }
+
+    enum ProcessError: Error {
+        case notListening(stdout: String, stderr: String)
+        case didNotExit
+    }
+}

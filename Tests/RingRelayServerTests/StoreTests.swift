@@ -1,0 +1,77 @@
+import Foundation
+import HTTPTypes
+import Logging
+import RingRelayCore
+import RingRelayStore
+import RingRelayTesting
+import Testing
+
+@Suite struct StoreTests {
+    private func registration(_ identity: String, token: String, account: String) throws -> BindingRegistration {
+        try BindingRegistration(accountID: account, identity: identity, type: .fcm, token: token, environment: nil, deviceID: nil, publicKey: nil)
+    }
+
+    @Test func dataSurvivesClosingAndReopening() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.appending("ringrelay.sqlite")
+        let now = Date(timeIntervalSince1970: 1_790_000_000.123)
+        let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
+        let key = APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now)
+
+        let first = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
+        try await first.createAccount(account, firstKey: key)
+        let created = try await first.upsertBinding(try registration("bob", token: "t1", account: account.id), newID: ResourceID.make(ResourceID.binding), now: now)
+        try await first.putCredential(.webex(WebexCredential(secret: "s3cret-value")), accountID: account.id, at: now)
+        let setting = try await first.setting(named: "x") { Data([1, 2, 3]) }
+        try await first.close()
+
+        let second = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
+        #expect(try await second.schemaVersion() == 1)
+        #expect(try await second.listAccounts() == [account])
+        #expect(try await second.activeKey(secretHash: "h")?.id == key.id)
+        #expect(try await second.binding(id: created.binding.id, accountID: account.id, identity: nil) == created.binding)
+        #expect(try await second.credential(kind: .webex, accountID: account.id)?.credential == .webex(WebexCredential(secret: "s3cret-value")))
+        #expect(try await second.setting(named: "x") { Data([9]) } == setting)
+        try await second.close()
+    }
+
+    @Test func concurrentRegistrationsOfOneTokenMakeOneBinding() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let account = Account(id: ResourceID.make(ResourceID.account), name: "acme", createdAt: Date())
+        try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "h", createdAt: Date()))
+        let results = try await withThrowingTaskGroup(of: BindingUpsert.self) { group in
+            for index in 0..<50 {
+                let registration = try registration("user-\(index)", token: "shared", account: account.id)
+                group.addTask { try await store.upsertBinding(registration, newID: ResourceID.make(ResourceID.binding), now: Date()) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.filter(\.created).count == 1)
+        #expect(Set(results.map(\.binding.id)).count == 1)
+        let page = try await store.listBindings(accountID: account.id, query: BindingQuery())
+        #expect(page.items.count == 1)
+        try await store.close()
+        // A closed store answers with an error, not a crash.
+        await #expect(throws: RingRelayError.self) { try await store.ping() }
+        try await store.close()
+    }
+
+    @Test func deletingAnAccountRemovesEverythingItOwns() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let account = Account(id: ResourceID.make(ResourceID.account), name: "acme", createdAt: Date())
+        try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "h", createdAt: Date()))
+        let binding = try await store.upsertBinding(try registration("bob", token: "t", account: account.id), newID: ResourceID.make(ResourceID.binding), now: Date())
+        try await store.putCredential(.webex(WebexCredential(secret: "s3cret-value")), accountID: account.id, at: Date())
+        #expect(try await store.deleteAccount(id: account.id))
+        #expect(try await store.binding(id: binding.binding.id, accountID: account.id, identity: nil) == nil)
+        #expect(try await store.credentials(accountID: account.id).isEmpty)
+        #expect(try await store.activeKey(secretHash: "h") == nil)
+        #expect(try await store.bindingCounts().isEmpty)
+        try await store.close()
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import NIOFoundationEssentialsCompat
+import RingRelayCore
+import RingRelayStore
+import RingRelayTesting
+import RingRelayWire
+import Testing
+
+@testable import RingRelayServer
+
+/// One test's server: a real SQLite file in a fresh directory, a manual clock and a known admin token.
+struct TestServer {
+    let directory: TemporaryDirectory
+    let store: SQLiteStore
+    let clock: ManualWallClock
+    let adminToken = "test-admin-token-0123456789abcdef"
+    var configuration = ServerConfiguration()
+
+    static func make() async throws -> TestServer {
+        let directory = try TemporaryDirectory()
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        return TestServer(directory: directory, store: store, clock: ManualWallClock())
+    }
+
+    /// Runs `body` against the application through the router (no socket), then cleans up.
+    func withClient<T: Sendable>(_ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
+        defer { directory.remove() }
+        var configuration = self.configuration
+        configuration.port = 0
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let app = try await buildApplication(
+            configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
+        let result = try await app.test(setup, body)
+        try await store.close()
+        return result
+    }
+}
+
+extension TestClientProtocol {
+    /// Sends a request with an optional bearer token and JSON body.
+    @discardableResult
+    func send(
+        _ method: HTTPRequest.Method, _ uri: String, token: String? = nil, json: String? = nil,
+        contentType: String? = "application/json"
+    ) async throws -> TestResponse {
+        var headers = HTTPFields()
+        if let token { headers[.authorization] = "Bearer \(token)" }
+        if json != nil, let contentType { headers[.contentType] = contentType }
+        return try await execute(uri: uri, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })
+    }
+
+    /// Creates an account with the admin token and returns it with its key.
+    func createAccount(_ name: String, admin: String) async throws -> CreatedAccount {
+        let response = try await send(.post, "/v1/accounts", token: admin, json: #"{"name":"\#(name)"}"#)
+        #expect(response.status == .created)
+        return try response.decode(CreatedAccount.self)
+    }
+
+    /// Registers a binding and returns it.
+    func createBinding(_ body: String, token: String, expect status: HTTPResponse.Status = .created) async throws -> BindingResource {
+        let response = try await send(.post, "/v1/bindings", token: token, json: body)
+        #expect(response.status == status, "\(String(buffer: response.body))")
+        return try response.decode(BindingResource.self)
+    }
+
+    /// Mints a device access token.
+    func accessToken(identity: String, deviceID: String = "device-1", key: String, ttl: Int? = nil) async throws -> String {
+        let ttlField = ttl.map { #","ttlSeconds":\#($0)"# } ?? ""
+        let response = try await send(
+            .post, "/v1/access-tokens", token: key, json: #"{"identity":"\#(identity)","deviceId":"\#(deviceID)"\#(ttlField)}"#)
+        #expect(response.status == .created)
+        return try response.decode(AccessTokenResponse.self).token
+    }
+}
+
+extension TestResponse {
+    /// Decodes the JSON body.
+    func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        try JSONDecoder.ringRelay.decode(type, from: Data(buffer: body))
+    }
+
+    /// The `error.code` of an error body.
+    var errorCode: String? {
+        (try? JSONDecoder.ringRelay.decode(ErrorBody.self, from: Data(buffer: body)))?.error.code
+    }
+}
+
+/// A valid APNs token: `bytes` bytes as hex, varied by `seed`.
+func apnsToken(seed: Int, bytes: Int = 32) -> String {
+    (0..<bytes).map { String(format: "%02x", ($0 &* 7 &+ seed &* 31) & 0xFF) }.joined()
+}
