@@ -28,6 +28,18 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical. [env: RINGRELAY_LOG_LEVEL] (default: info)")
     var logLevel: String?
 
+    @Option(help: "APNs production base URL. [env: RINGRELAY_APNS_ENDPOINT_PRODUCTION] (default: https://api.push.apple.com)")
+    var apnsEndpointProduction: String?
+
+    @Option(help: "APNs development base URL. [env: RINGRELAY_APNS_ENDPOINT_SANDBOX] (default: https://api.sandbox.push.apple.com)")
+    var apnsEndpointSandbox: String?
+
+    @Option(help: "PEM file of extra certificates to trust for push services, e.g. a simulator's. [env: RINGRELAY_PUSH_CA_FILE]")
+    var pushCaFile: String?
+
+    @Option(help: "Seconds to wait for one APNs answer. [env: RINGRELAY_APNS_TIMEOUT] (default: 10)")
+    var apnsTimeout: String?
+
     func run() async throws {
         var flags: [ServerConfiguration.Key: String] = [:]
         flags[.host] = host
@@ -35,6 +47,10 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.dataDir] = dataDir
         flags[.adminToken] = adminToken
         flags[.logLevel] = logLevel
+        flags[.apnsEndpointProduction] = apnsEndpointProduction
+        flags[.apnsEndpointSandbox] = apnsEndpointSandbox
+        flags[.pushCAFile] = pushCaFile
+        flags[.apnsTimeout] = apnsTimeout
         let configuration: ServerConfiguration
         do {
             configuration = try ServerConfiguration(reader: try await ServerConfiguration.reader(flags: flags))

@@ -43,6 +43,9 @@ public struct Binding: Sendable, Hashable {
     public var token: String
     /// APNs environment; `nil` for FCM.
     public var environment: PushEnvironment?
+    /// Whether the app stated the environment (rather than it defaulting to production). Only a
+    /// stated environment lets APNs' `BadDeviceToken` invalidate the binding.
+    public var environmentIsExplicit: Bool
     /// The app's identifier for the device, if given.
     public var deviceID: String?
     /// The device's P-256 public key (base64, X9.63) for sealed invites, if given.
@@ -63,9 +66,10 @@ public struct Binding: Sendable, Hashable {
     /// Creates a binding value.
     public init(
         id: String, accountID: String, identity: String, type: BindingType, token: String,
-        environment: PushEnvironment?, deviceID: String?, publicKey: String?, status: BindingStatus,
-        invalidReason: String?, invalidatedAt: Date?, registeredAt: Date, createdAt: Date, updatedAt: Date
+        environment: PushEnvironment?, environmentIsExplicit: Bool = false, deviceID: String?, publicKey: String?,
+        status: BindingStatus, invalidReason: String?, invalidatedAt: Date?, registeredAt: Date, createdAt: Date, updatedAt: Date
     ) {
+        self.environmentIsExplicit = environmentIsExplicit
         self.id = id
         self.accountID = accountID
         self.identity = identity
@@ -95,6 +99,8 @@ public struct BindingRegistration: Sendable, Hashable {
     public var token: String
     /// APNs environment (defaults to production for APNs types).
     public var environment: PushEnvironment?
+    /// Whether the environment was given rather than defaulted.
+    public var environmentIsExplicit: Bool
     /// Optional device identifier.
     public var deviceID: String?
     /// Optional sealed-invite public key.
@@ -109,6 +115,7 @@ public struct BindingRegistration: Sendable, Hashable {
     ) throws(RingRelayError) {
         try BindingRules.validateIdentity(identity)
         let normalised = try BindingRules.validateToken(token, type: type)
+        self.environmentIsExplicit = environment != nil
         if type.isAPNs {
             self.environment = environment ?? .production
         } else {

@@ -36,6 +36,15 @@ public protocol BindingStore: Sendable {
     func deleteBinding(id: String, accountID: String, identity: String?) async throws -> Bool
     /// Deletes every binding of an identity. Returns how many there were.
     func deleteBindings(accountID: String, identity: String) async throws -> Int
+    /// Marks a binding invalid because the push service reported its token dead.
+    ///
+    /// - Parameters:
+    ///   - reason: the service's reason, verbatim.
+    ///   - invalidSince: when the service says the token stopped being valid (APNs' 410
+    ///     `timestamp`); when given, a binding registered after it is left active, because the app
+    ///     has registered the token again since.
+    /// - Returns: the binding as it is now, or `nil` when it no longer exists.
+    func invalidateBinding(id: String, accountID: String, reason: String, at date: Date, invalidSince: Date?) async throws -> Binding?
     /// Counts of all bindings by type and status, across accounts.
     func bindingCounts() async throws -> [BindingCount]
 }

@@ -42,6 +42,7 @@ struct AccountsController {
         try context.requireAdmin()
         let id = context.parameters.value("accountId")
         guard try await services.store.deleteAccount(id: id) else { throw RingRelayError.notFound("account", id: id) }
+        services.faults.clear(accountID: id)
         context.logger.info("account deleted", metadata: ["account.id": .string(id)])
         return Response(status: .noContent)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import RingRelayAPNs
 import RingRelayCore
 
 /// The concrete collaborators every controller shares, chosen once in ``buildApplication(configuration:store:clock:logger:metrics:)``.
@@ -16,4 +17,8 @@ struct AppServices: Sendable {
     var configuration: ServerConfiguration
     /// Metrics recorded by the server.
     var metrics: ServerMetrics
+    /// Sends pushes and applies their dispositions.
+    var pusher: BindingPusher
+    /// Credential problems reported by the push services.
+    var faults: ConfigurationFaults
 }

@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Hummingbird
 import Logging
+import RingRelayAPNs
 import RingRelayCore
 import RingRelayStore
 import NIOCore
@@ -33,21 +34,36 @@ public func buildApplication(
     services: [any Service] = [],
     onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
-    let signingKey = try await store.setting(named: "access_token.signing_key") {
-        Data(Secrets.generate(prefix: "").utf8)
-    }
-    let appServices = AppServices(
-        store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
-        metrics: ServerMetrics())
+    let appServices = try await AppServices.make(
+        configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
     let router = buildRouter(services: appServices)
     var appLogger = logger
     appLogger.logLevel = configuration.logLevel
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
-        services: services,
+        // The push client is listed after the caller's services (the store), so it shuts down
+        // before them and after the HTTP server has drained.
+        services: services + [appServices.pusher.apns],
         onServerRunning: onServerRunning,
         logger: appLogger)
+}
+
+extension AppServices {
+    /// Creates the shared collaborators: the signing key from the store, metrics, the push client.
+    static func make(
+        configuration: ServerConfiguration, store: any DataStore, adminToken: String, clock: any WallClock, logger: Logger
+    ) async throws -> AppServices {
+        let signingKey = try await store.setting(named: "access_token.signing_key") {
+            Data(Secrets.generate(prefix: "").utf8)
+        }
+        let metrics = ServerMetrics()
+        let faults = ConfigurationFaults()
+        let apns = try APNsClient(configuration: configuration.apns, clock: clock, logger: logger, metricsFactory: metrics.factory)
+        return AppServices(
+            store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
+            metrics: metrics, pusher: BindingPusher(store: store, apns: apns, faults: faults, clock: clock, logger: logger), faults: faults)
+    }
 }
 
 /// Builds the router with every middleware and route.
@@ -64,6 +80,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     CredentialsController(services: services).register(on: router)
     AccessTokensController(services: services).register(on: router)
     BindingsController(services: services).register(on: router)
+    TestPushController(services: services).register(on: router)
     return router
 }
 

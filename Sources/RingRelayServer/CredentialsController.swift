@@ -39,12 +39,18 @@ struct CredentialsController {
         let body = try await request.decodeJSON(Body.self, maxBytes: services.configuration.maxBodyBytes)
         let credential = try validate(body)
         try await services.store.putCredential(credential, accountID: accountID, at: services.clock.now)
+        if let channel = PushChannel(rawValue: credential.kind.rawValue) {
+            services.faults.clear(accountID: accountID, channel: channel)
+        }
         context.logger.info("credential stored", metadata: ["credential.kind": .string(credential.kind.rawValue)])
         return JSONResponse(CredentialsResource(try await services.store.credentials(accountID: accountID)))
     }
 
     private func delete(_ kind: CredentialKind, _ context: RingRelayRequestContext) async throws -> Response {
         let accountID = try context.requireAccountKey()
+        if let channel = PushChannel(rawValue: kind.rawValue) {
+            services.faults.clear(accountID: accountID, channel: channel)
+        }
         guard try await services.store.deleteCredential(kind: kind, accountID: accountID) else {
             throw RingRelayError(.notFound, code: "credential_not_found", "No \(kind.rawValue) credential is configured.")
         }

@@ -13,17 +13,34 @@ struct OpsController {
     struct Readiness: Codable, Sendable {
         var status: String
         var checks: [String: String]
+        /// Credential problems the push services reported, per account; empty when none.
+        var credentialFaults: [Fault]?
+    }
+
+    /// One account's rejected credentials.
+    struct Fault: Codable, Sendable {
+        var accountId: String
+        var channel: String
+        var reason: String
+        var since: Date
     }
 
     func register(on router: Router<RingRelayRequestContext>) {
-        router.get("/healthz") { _, _ in JSONResponse(Readiness(status: "ok", checks: [:])) }
+        router.get("/healthz") { _, _ in JSONResponse(Readiness(status: "ok", checks: [:], credentialFaults: nil)) }
         router.get("/readyz") { _, context in
             do {
                 try await services.store.ping()
-                return JSONResponse(.ok, Readiness(status: "ready", checks: ["store": "ok"]))
+                // One tenant's bad key must not take the instance out of the load balancer: faults
+                // are reported here, the status stays 200.
+                let faults = services.faults.all.map {
+                    Fault(accountId: $0.accountID, channel: $0.channel.rawValue, reason: $0.reason, since: $0.since)
+                }
+                let push = faults.isEmpty ? "ok" : "\(faults.count) account credential fault(s)"
+                return JSONResponse(.ok, Readiness(status: "ready", checks: ["store": "ok", "push": push], credentialFaults: faults))
             } catch {
                 context.logger.warning("store not reachable", metadata: ["error.cause": .string("\(error)")])
-                return JSONResponse(.serviceUnavailable, Readiness(status: "unavailable", checks: ["store": "unreachable"]))
+                return JSONResponse(
+                    .serviceUnavailable, Readiness(status: "unavailable", checks: ["store": "unreachable"], credentialFaults: nil))
             }
         }
         router.get("/metrics") { _, _ in

@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import Logging
+import RingRelayAPNs
 import SystemPackage
 
 /// Everything `ringrelay serve` can be configured with, validated.
@@ -25,6 +26,8 @@ public struct ServerConfiguration: Sendable {
     public var maxBodyBytes: Int = 64 * 1024
     /// Longest lifetime a device access token may ask for.
     public var maxAccessTokenTTL: Int = 86_400
+    /// How APNs is reached (endpoints, extra trust roots, timeouts).
+    public var apns = APNsConfiguration()
 
     /// The defaults.
     public init() {}
@@ -35,6 +38,10 @@ public struct ServerConfiguration: Sendable {
         case dataDir = "data-dir"
         case adminToken = "admin-token"
         case logLevel = "log-level"
+        case apnsEndpointProduction = "apns-endpoint-production"
+        case apnsEndpointSandbox = "apns-endpoint-sandbox"
+        case pushCAFile = "push-ca-file"
+        case apnsTimeout = "apns-timeout"
 
         /// The swift-configuration key, e.g. `ringrelay.data-dir`.
         public var configKey: String { "ringrelay.\(rawValue)" }
@@ -77,6 +84,27 @@ public struct ServerConfiguration: Sendable {
             }
             self.logLevel = level
         }
+        if let text = value(.apnsEndpointProduction) { apns.productionEndpoint = try Self.url(text, key: .apnsEndpointProduction) }
+        if let text = value(.apnsEndpointSandbox) { apns.sandboxEndpoint = try Self.url(text, key: .apnsEndpointSandbox) }
+        if let path = value(.pushCAFile) {
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw ConfigurationError(key: .pushCAFile, "cannot read '\(path)'; pass a PEM file of certificates to trust.")
+            }
+            apns.extraTrustRootsFile = path
+        }
+        if let text = value(.apnsTimeout) {
+            guard let seconds = Double(text), seconds > 0, seconds <= 60 else {
+                throw ConfigurationError(key: .apnsTimeout, "must be a number of seconds from 0 to 60, got '\(text)'.")
+            }
+            apns.requestTimeout = .milliseconds(Int64(seconds * 1000))
+        }
+    }
+
+    private static func url(_ text: String, key: Key) throws(ConfigurationError) -> String {
+        guard let url = URL(string: text), url.scheme == "https", url.host != nil, url.path.isEmpty || url.path == "/" else {
+            throw ConfigurationError(key: key, "must be an https URL without a path, such as https://api.push.apple.com, got '\(text)'.")
+        }
+        return text.hasSuffix("/") ? String(text.dropLast()) : text
     }
 
     /// A reader over flags, then the environment, then `.env` in the working directory.

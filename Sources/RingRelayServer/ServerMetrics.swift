@@ -55,8 +55,7 @@ struct MetricsMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
         let response = try await next(request, context)
-        let elapsed = ContinuousClock.now - start
-        let nanoseconds = elapsed.components.seconds * 1_000_000_000 + elapsed.components.attoseconds / 1_000_000_000
+        let nanoseconds = (ContinuousClock.now - start).nanoseconds
         // The route template, never the raw path: ids in paths would explode label cardinality.
         metrics.recordRequest(
             route: context.endpointPath ?? "unmatched", method: request.method.rawValue, status: response.status.code,

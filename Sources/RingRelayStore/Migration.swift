@@ -68,5 +68,10 @@ extension Migration {
                 ) STRICT
                 """,
             ]),
+        Migration(
+            version: 2, name: "bindings.environment_explicit",
+            statements: [
+                "ALTER TABLE bindings ADD COLUMN environment_explicit INTEGER NOT NULL DEFAULT 0"
+            ]),
     ]
 }

@@ -212,7 +212,7 @@ extension SQLiteStore {
 
 extension SQLiteStore {
     private static let bindingColumns =
-        "id, account_id, identity, type, token, environment, device_id, public_key, status, invalid_reason, invalidated_at, registered_at, created_at, updated_at"
+        "id, account_id, identity, type, token, environment, environment_explicit, device_id, public_key, status, invalid_reason, invalidated_at, registered_at, created_at, updated_at"
 
     public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
         // One statement: the unique (account_id, type, token) index decides between insert and
@@ -220,10 +220,11 @@ extension SQLiteStore {
         let rows = try await query(
             """
             INSERT INTO bindings (\(Self.bindingColumns))
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'active', NULL, NULL, ?, ?, ?)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', NULL, NULL, ?, ?, ?)
             ON CONFLICT (account_id, type, token) DO UPDATE SET
                 identity = excluded.identity,
                 environment = excluded.environment,
+                environment_explicit = excluded.environment_explicit,
                 device_id = excluded.device_id,
                 public_key = excluded.public_key,
                 status = 'active',
@@ -236,7 +237,8 @@ extension SQLiteStore {
             [
                 .text(newID), .text(registration.accountID), .text(registration.identity),
                 .text(registration.type.rawValue), .text(registration.token),
-                .optionalText(registration.environment?.rawValue), .optionalText(registration.deviceID),
+                .optionalText(registration.environment?.rawValue), .integer(registration.environmentIsExplicit ? 1 : 0),
+                .optionalText(registration.deviceID),
                 .optionalText(registration.publicKey), .integer(now.millis), .integer(now.millis), .integer(now.millis),
             ])
         guard let row = rows.first else {
@@ -303,6 +305,24 @@ extension SQLiteStore {
         ).count
     }
 
+    public func invalidateBinding(id: String, accountID: String, reason: String, at date: Date, invalidSince: Date?) async throws -> Binding? {
+        // One conditional statement: a re-registration that lands between Apple's answer and
+        // this update wins, because it moves registered_at past the timestamp.
+        var sql = """
+            UPDATE bindings SET status = 'invalid', invalid_reason = ?, invalidated_at = ?, updated_at = ?
+            WHERE id = ? AND account_id = ?
+            """
+        var binds: [SQLiteData] = [.text(reason), .integer(date.millis), .integer(date.millis), .text(id), .text(accountID)]
+        if let invalidSince {
+            sql += " AND registered_at <= ?"
+            binds.append(.integer(invalidSince.millis))
+        }
+        if let row = try await query(sql + " RETURNING \(Self.bindingColumns)", binds).first {
+            return try Self.binding(row)
+        }
+        return try await binding(id: id, accountID: accountID, identity: nil)
+    }
+
     public func bindingCounts() async throws -> [BindingCount] {
         try await query("SELECT type, status, COUNT(*) AS n FROM bindings GROUP BY type, status").compactMap { row in
             guard let type = BindingType(rawValue: row.string("type")),
@@ -321,7 +341,7 @@ extension SQLiteStore {
         return Binding(
             id: row.string("id"), accountID: row.string("account_id"), identity: row.string("identity"), type: type,
             token: row.string("token"), environment: row.optionalString("environment").flatMap(PushEnvironment.init),
-            deviceID: row.optionalString("device_id"), publicKey: row.optionalString("public_key"), status: status,
+            environmentIsExplicit: row.column("environment_explicit")?.integer == 1, deviceID: row.optionalString("device_id"), publicKey: row.optionalString("public_key"), status: status,
             invalidReason: row.optionalString("invalid_reason"), invalidatedAt: row.optionalDate("invalidated_at"),
             registeredAt: row.date("registered_at"), createdAt: row.date("created_at"), updatedAt: row.date("updated_at"))
     }

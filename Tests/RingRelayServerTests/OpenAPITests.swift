@@ -51,9 +51,9 @@ import Testing
     @Test func specAndRoutesAgree() async throws {
         let server = try await TestServer.make()
         defer { server.directory.remove() }
-        let services = AppServices(
-            store: server.store, signer: AccessTokenSigner(key: Data(repeating: 1, count: 32)), adminToken: server.adminToken,
-            clock: server.clock, configuration: server.configuration, metrics: ServerMetrics())
+        let services = try await AppServices.make(
+            configuration: server.configuration, store: server.store, adminToken: server.adminToken, clock: server.clock,
+            logger: Logger(label: "test"))
         let routed = Self.routedOperations(buildRouter(services: services))
         let documented = try Self.documentedOperations()
         #expect(routed.count >= 20)

@@ -21,10 +21,12 @@ struct TestServer {
     let adminToken = "test-admin-token-0123456789abcdef"
     var configuration = ServerConfiguration()
 
-    static func make() async throws -> TestServer {
+    /// A server whose clock starts at `start` (a fixed date by default; pushes need the real date,
+    /// because push services check token times against their own clocks).
+    static func make(start: Date = Date(timeIntervalSince1970: 1_790_000_000)) async throws -> TestServer {
         let directory = try TemporaryDirectory()
         let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
-        return TestServer(directory: directory, store: store, clock: ManualWallClock())
+        return TestServer(directory: directory, store: store, clock: ManualWallClock(start: start))
     }
 
     /// Runs `body` against the application through the router (no socket), then cleans up.

@@ -1,0 +1,305 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import RingRelayCore
+import ServiceLifecycle
+import Synchronization
+
+/// The answer to one attempt, before any retry decision.
+public struct APNsAttempt: Sendable, Hashable {
+    /// HTTP status; `nil` when no answer arrived.
+    public var status: Int?
+    /// APNs reason, or `Timeout` / `ConnectionError` / a local validation reason.
+    public var reason: String?
+    /// The `apns-id` APNs answered with (or that was sent).
+    public var apnsID: String
+    /// APNs `timestamp` of a 410.
+    public var timestamp: Date?
+    /// Time from sending to the answer.
+    public var latency: Duration
+}
+
+/// RingRelay's APNs client: HTTP/2 over TLS, one connection pool per credential and environment.
+///
+/// Pools are AsyncHTTPClient instances configured for HTTP/2, so many pushes share one
+/// connection as multiplexed streams; a dropped connection or GOAWAY fails only its in-flight
+/// streams, which ``push(_:credential:environment:environmentIsCertain:deadline:)`` retries (same
+/// `apns-id`) on a fresh connection. Provider tokens come from one ``APNsTokenManager`` shared by
+/// all pools. Run it as a `Service`: on shutdown it closes every pool after in-flight pushes end.
+public final class APNsClient: Service, Sendable {
+    private struct PoolKey: Hashable {
+        var environment: PushEnvironment
+        /// SHA-256 of the authentication material: new credentials get new connections, as
+        /// APNs binds a connection to the team and key of its first push.
+        var fingerprint: String
+    }
+
+    private struct Pool {
+        var client: HTTPClient
+        var lastUsed: ContinuousClock.Instant
+    }
+
+    private let configuration: APNsConfiguration
+    private let clock: any WallClock
+    private let logger: Logger
+    private let metrics: APNsMetrics
+    private let tokens: APNsTokenManager
+    private let extraTrustRoots: [NIOSSLCertificate]
+    private let pools = Mutex<[PoolKey: Pool]>([:])
+    private let sleep: @Sendable (Duration) async throws -> Void
+
+    /// Creates a client.
+    ///
+    /// - Parameters:
+    ///   - configuration: endpoints, trust roots, timeouts.
+    ///   - clock: time source for provider tokens and ring deadlines.
+    ///   - logger: for connection events; pushes are logged by the caller.
+    ///   - metricsFactory: where push metrics go.
+    ///   - sleep: how back-off waits (tests pass a recorder).
+    /// - Throws: when `extraTrustRootsFile` cannot be read as PEM certificates.
+    public init(
+        configuration: APNsConfiguration, clock: any WallClock, logger: Logger, metricsFactory: any MetricsFactory,
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+    ) throws {
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+        let metrics = APNsMetrics(factory: metricsFactory)
+        self.metrics = metrics
+        self.tokens = APNsTokenManager(clock: clock, onMint: { metrics.tokenMinted() })
+        self.sleep = sleep
+        if let file = configuration.extraTrustRootsFile {
+            do {
+                extraTrustRoots = try NIOSSLCertificate.fromPEMFile(file)
+            } catch {
+                throw RingRelayError(
+                    .unavailable, code: "push_ca_file_unusable", "Cannot read PEM certificates from \(file).", underlying: error)
+            }
+        } else {
+            extraTrustRoots = []
+        }
+    }
+
+    // MARK: Service
+
+    public func run() async throws {
+        // Close pools nobody used for a while (replaced credentials), until shutdown.
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: .seconds(60))
+                self.closeIdlePools(olderThan: self.configuration.poolIdleLifetime)
+            }
+        }
+        await shutdown()
+    }
+
+    /// Closes every connection pool, waiting for in-flight pushes. Later pushes open new pools.
+    public func shutdown() async {
+        let all = pools.withLock { pools in
+            defer { pools.removeAll() }
+            return pools.values.map(\.client)
+        }
+        for client in all {
+            try? await client.shutdown()
+        }
+    }
+
+    private func closeIdlePools(olderThan lifetime: Duration) {
+        let now = ContinuousClock.now
+        let stale = pools.withLock { pools in
+            let stale = pools.filter { now - $0.value.lastUsed > lifetime }
+            for key in stale.keys { pools.removeValue(forKey: key) }
+            return stale.values.map(\.client)
+        }
+        for client in stale {
+            client.shutdown { _ in }
+        }
+    }
+
+    // MARK: Sending
+
+    /// Sends a push, retrying transient failures with jittered back-off while `deadline` allows.
+    ///
+    /// Never throws: every failure is a ``PushOutcome`` with a disposition.
+    /// - Parameters:
+    ///   - request: the built request; its `apns-id` is kept across retries.
+    ///   - credential: the account's APNs credential.
+    ///   - environment: where the token belongs.
+    ///   - environmentIsCertain: whether the app stated the environment (see ``APNsDispositionRules``).
+    ///   - deadline: no attempt starts after this (the ring's end).
+    public func push(
+        _ request: APNsRequest, credential: APNsCredential, environment: PushEnvironment, environmentIsCertain: Bool,
+        deadline: Date
+    ) async -> PushOutcome {
+        var attempts = 0
+        while true {
+            attempts += 1
+            let tracked = await sendTracked(request, credential: credential, environment: environment)
+            let attempt = tracked.attempt
+            var disposition = Self.disposition(of: attempt, environmentIsCertain: environmentIsCertain)
+            if disposition == .retry, attempt.reason == APNsReason.expiredProviderToken.description,
+                case .token(let teamID, let keyID, let pem) = credential.authentication,
+                let sentToken = tracked.sentToken
+            {
+                let key = APNsSigningKey(teamID: teamID, keyID: keyID, privateKeyPEM: pem)
+                // A token younger than 20 minutes called expired means the clocks disagree:
+                // minting again would only earn TooManyProviderTokenUpdates.
+                if await !tokens.reportExpired(sentToken, for: key) { disposition = .fixConfiguration }
+            }
+            let backoff = Self.backoff(attempt: attempts, base: configuration.retryBaseDelay)
+            let retryFits = clock.now.addingTimeInterval(backoff.timeInterval) < deadline
+            if disposition != .retry || attempts >= configuration.maxAttempts || !retryFits {
+                let outcome = PushOutcome(
+                    disposition: disposition, status: attempt.status, reason: attempt.reason, providerID: attempt.apnsID,
+                    invalidSince: attempt.timestamp, latency: attempt.latency, attempts: attempts)
+                metrics.record(outcome, kind: request.kind)
+                return outcome
+            }
+            try? await sleep(backoff)
+        }
+    }
+
+    /// Sends one attempt and reports what came back, without retrying.
+    public func send(_ request: APNsRequest, credential: APNsCredential, environment: PushEnvironment) async -> APNsAttempt {
+        await sendTracked(request, credential: credential, environment: environment).attempt
+    }
+
+    private func sendTracked(_ request: APNsRequest, credential: APNsCredential, environment: PushEnvironment) async -> TrackedAttempt {
+        let start = ContinuousClock.now
+        func failure(_ reason: String) -> TrackedAttempt {
+            TrackedAttempt(attempt: APNsAttempt(status: nil, reason: reason, apnsID: request.apnsID, timestamp: nil, latency: ContinuousClock.now - start))
+        }
+        let client: HTTPClient
+        var authorization: String?
+        do {
+            client = try pool(for: credential, environment: environment)
+            if case .token(let teamID, let keyID, let pem) = credential.authentication {
+                authorization = try await tokens.token(for: APNsSigningKey(teamID: teamID, keyID: keyID, privateKeyPEM: pem))
+            }
+        } catch {
+            logger.error("APNs credential unusable", metadata: ["push.reason": "\(error)"])
+            return failure("InvalidCredential")
+        }
+
+        var http = HTTPClientRequest(url: configuration.endpoint(for: environment) + request.path)
+        http.method = .POST
+        for (name, value) in request.headers { http.headers.add(name: name, value: value) }
+        if let authorization { http.headers.add(name: "authorization", value: "bearer " + authorization) }
+        http.body = .bytes(ByteBuffer(bytes: request.payload))
+        do {
+            let response = try await client.execute(http, timeout: TimeAmount(configuration.requestTimeout))
+            let body = try await response.body.collect(upTo: 16 * 1024)
+            let latency = ContinuousClock.now - start
+            metrics.recordLatency(latency, kind: request.kind)
+            let status = Int(response.status.code)
+            let apnsID = response.headers.first(name: "apns-id") ?? request.apnsID
+            guard status != 200 else {
+                return TrackedAttempt(attempt: APNsAttempt(status: 200, reason: nil, apnsID: apnsID, timestamp: nil, latency: latency))
+            }
+            let error = try? JSONDecoder().decode(APNsErrorBody.self, from: Data(body.readableBytesView))
+            let attempt = APNsAttempt(
+                status: status, reason: error?.reason ?? "HTTP\(status)", apnsID: apnsID,
+                timestamp: error?.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }, latency: latency)
+            return TrackedAttempt(attempt: attempt, sentToken: authorization)
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            return failure("Timeout")
+        } catch {
+            logger.debug("APNs connection error", metadata: ["push.reason": "\(error)"])
+            return failure("ConnectionError")
+        }
+    }
+
+    /// An attempt and the provider token it carried (kept out of the public value: it is a credential).
+    private struct TrackedAttempt {
+        var attempt: APNsAttempt
+        var sentToken: String?
+    }
+
+    private struct APNsErrorBody: Decodable {
+        var reason: String
+        var timestamp: Double?
+    }
+
+    static func disposition(of attempt: APNsAttempt, environmentIsCertain: Bool) -> PushDisposition {
+        guard let status = attempt.status else {
+            switch attempt.reason {
+            case "Timeout", "ConnectionError": return .retry
+            case "InvalidCredential": return .fixConfiguration
+            default: return .drop
+            }
+        }
+        return APNsDispositionRules.disposition(status: status, reason: attempt.reason.map(APNsReason.init), environmentIsCertain: environmentIsCertain)
+    }
+
+    /// Full-jitter exponential back-off: uniformly 0…base·2^(attempt-1).
+    static func backoff(attempt: Int, base: Duration) -> Duration {
+        let ceiling = base * (1 << min(attempt - 1, 10))
+        return .nanoseconds(Int64.random(in: 0...max(1, ceiling.nanoseconds)))
+    }
+
+    // MARK: Pools
+
+    private func pool(for credential: APNsCredential, environment: PushEnvironment) throws -> HTTPClient {
+        let key = PoolKey(environment: environment, fingerprint: Self.fingerprint(of: credential.authentication))
+        if let client = pools.withLock({ pools -> HTTPClient? in
+            pools[key]?.lastUsed = .now
+            return pools[key]?.client
+        }) {
+            return client
+        }
+        let client = try makeClient(for: credential, environment: environment)
+        let (winner, loser) = pools.withLock { pools -> (HTTPClient, HTTPClient?) in
+            if let existing = pools[key]?.client { return (existing, client) }
+            pools[key] = Pool(client: client, lastUsed: .now)
+            return (client, nil)
+        }
+        loser?.shutdown { _ in }
+        return winner
+    }
+
+    private func makeClient(for credential: APNsCredential, environment: PushEnvironment) throws -> HTTPClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if !extraTrustRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraTrustRoots)] }
+        if case .certificate(let certificatePEM, let privateKeyPEM) = credential.authentication {
+            tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).map { .certificate($0) }
+            tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(privateKeyPEM.utf8), format: .pem))
+        }
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.httpVersion = .automatic
+        configuration.decompression = .disabled
+        configuration.redirectConfiguration = .disallow
+        // Connections live for hours; the keep-alive PING, not the pool, decides when they are idle.
+        configuration.connectionPool = .init(idleTimeout: .hours(24))
+        configuration.timeout = .init(connect: .seconds(10))
+        let metrics = self.metrics
+        let keepAlive = TimeAmount(self.configuration.keepAliveInterval)
+        let environmentName = environment.rawValue
+        configuration.http2ConnectionDebugInitializer = { channel in
+            metrics.connectionOpened(environment: environmentName)
+            channel.closeFuture.whenComplete { _ in metrics.connectionClosed(environment: environmentName) }
+            return APNsKeepAliveHandler.install(on: channel, idleTime: keepAlive, onPing: { metrics.pingSent() })
+        }
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
+    }
+
+    private static func fingerprint(of authentication: APNsCredential.Authentication) -> String {
+        let material: String
+        switch authentication {
+        case .token(let teamID, let keyID, let pem): material = "token\0\(teamID)\0\(keyID)\0\(pem)"
+        case .certificate(let certificate, let key): material = "certificate\0\(certificate)\0\(key)"
+        }
+        return SHA256.hash(data: Data(material.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        self = .nanoseconds(duration.nanoseconds)
+    }
+}

@@ -1,0 +1,45 @@
+import Metrics
+import RingRelayCore
+
+/// APNs metrics, recorded through swift-metrics into the factory the server passes in.
+struct APNsMetrics: Sendable {
+    let factory: any MetricsFactory
+
+    /// Counts a push's final outcome by kind, disposition and reason.
+    func record(_ outcome: PushOutcome, kind: APNsPushKind) {
+        Counter(
+            label: "ringrelay_push_total",
+            dimensions: [
+                ("channel", "apns"), ("kind", kind.rawValue), ("outcome", outcome.disposition.metricName),
+                ("reason", outcome.reason ?? "none"),
+            ],
+            factory: factory
+        ).increment()
+    }
+
+    /// Records one attempt's send-to-answer time.
+    func recordLatency(_ latency: Duration, kind: APNsPushKind) {
+        Timer(label: "ringrelay_push_duration_seconds", dimensions: [("channel", "apns"), ("kind", kind.rawValue)], factory: factory)
+            .recordNanoseconds(latency.nanoseconds)
+    }
+
+    func connectionOpened(environment: String) {
+        connections(environment).increment()
+    }
+
+    func connectionClosed(environment: String) {
+        connections(environment).decrement()
+    }
+
+    func tokenMinted() {
+        Counter(label: "ringrelay_apns_jwt_mints_total", factory: factory).increment()
+    }
+
+    func pingSent() {
+        Counter(label: "ringrelay_apns_pings_total", factory: factory).increment()
+    }
+
+    private func connections(_ environment: String) -> Meter {
+        Meter(label: "ringrelay_apns_connections", dimensions: [("environment", environment)], factory: factory)
+    }
+}

@@ -1,0 +1,163 @@
+import ArgumentParser
+import Crypto
+import Foundation
+import Logging
+import Metrics
+import RingRelayAPNs
+import RingRelayCore
+import RingRelayTesting
+import Synchronization
+
+/// `ringrelay bench …`: measure delivery paths on this machine.
+struct BenchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench", abstract: "Measure push throughput and latency against the local simulators.",
+        subcommands: [APNs.self])
+
+    struct APNs: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "apns",
+            abstract: "Push through the real APNs client to the APNs simulator over HTTP/2+TLS on loopback.",
+            discussion: """
+                Without --rate, keeps --concurrency pushes in flight and reports the throughput. With --rate, \
+                starts pushes at that steady rate (open loop) and reports latency at that load. Build with \
+                -c release for meaningful figures.
+                """)
+
+        @Option(help: "Pushes to send.") var count = 20_000
+        @Option(help: "Pushes in flight at once (closed loop).") var concurrency = 200
+        @Option(help: "Pushes per second to start (open loop); 0 = as fast as the concurrency allows.") var rate = 0
+        @Option(help: "Payload size in bytes (at most 5120).") var payloadBytes = 256
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func validate() throws {
+            guard count > 0, concurrency > 0, rate >= 0 else { throw ValidationError("count and concurrency must be positive.") }
+            guard (16...5120).contains(payloadBytes) else { throw ValidationError("--payload-bytes must be 16…5120.") }
+        }
+
+        func run() async throws {
+            let simulator = try APNsSimulator()
+            try await simulator.start()
+            let directory = try TemporaryDirectory(prefix: "ringrelay-bench")
+            defer { directory.remove() }
+            let caFile = directory.appending("apns-simulator.pem")
+            try simulator.writeCertificate(toFile: caFile)
+            let key = P256.Signing.PrivateKey()
+            simulator.registerSigningKey(teamID: "BENCH12345", keyID: "BENCHKEY01", publicKey: key.publicKey, topics: ["com.example.bench"])
+            var configuration = APNsConfiguration()
+            configuration.productionEndpoint = simulator.url
+            configuration.sandboxEndpoint = simulator.url
+            configuration.extraTrustRootsFile = caFile
+            let client = try APNsClient(
+                configuration: configuration, clock: SystemWallClock(), logger: Logger(label: "bench"), metricsFactory: NOOPMetricsHandler.instance)
+            let credential = APNsCredential(
+                authentication: .token(teamID: "BENCH12345", keyID: "BENCHKEY01", privateKeyPEM: key.pemRepresentation), topic: "com.example.bench")
+            let padding = String(repeating: "x", count: max(0, payloadBytes - 40))
+            let payload = Array(#"{"aps":{},"ringrelay":{"pad":"\#(padding)"}}"#.utf8)
+            let tokens = (0..<1000).map { seed in (0..<32).map { String(format: "%02x", ($0 &* 31 &+ seed) & 0xFF) }.joined() }
+
+            // Warm up: open the connection and mint the provider token outside the measurement.
+            for index in 0..<200 { _ = await Self.push(client, credential, tokens[index % tokens.count], payload) }
+            simulator.reset()
+
+            let tally = Tally()
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<count {
+                    if rate > 0 {
+                        // Open loop: start each push at its scheduled time, whatever the latency.
+                        let due = started + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))
+                        try await Task.sleep(until: due, clock: .continuous)
+                    } else if index >= concurrency {
+                        try await group.next()
+                    }
+                    let token = tokens[index % tokens.count]
+                    group.addTask {
+                        let begin = ContinuousClock.now
+                        let outcome = await Self.push(client, credential, token, payload)
+                        tally.record(ContinuousClock.now - begin, delivered: outcome.disposition == .delivered)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let elapsed = ContinuousClock.now - started
+            await client.shutdown()
+            try await simulator.shutdown()
+
+            let sorted = tally.samples.withLock { $0 }.sorted()
+            func percentile(_ p: Double) -> Double {
+                sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)].timeInterval * 1000
+            }
+            let result = BenchResult(
+                pushes: count, failures: tally.failures.withLock { $0 }, seconds: elapsed.timeInterval,
+                pushesPerSecond: Double(count) / elapsed.timeInterval, targetRate: rate, concurrency: rate > 0 ? nil : concurrency,
+                payloadBytes: payload.count, p50Ms: percentile(0.50), p90Ms: percentile(0.90), p99Ms: percentile(0.99),
+                maxMs: (sorted.last ?? .zero).timeInterval * 1000, peakRSSMiB: ProcessMemory.peakResidentMiB())
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                print(String(decoding: try encoder.encode(result), as: UTF8.self))
+            } else {
+                print(result.summary)
+            }
+        }
+
+        private static func push(_ client: APNsClient, _ credential: APNsCredential, _ token: String, _ payload: [UInt8]) async -> PushOutcome {
+            guard let request = try? APNsRequest(kind: .voip, bundleID: credential.topic, deviceToken: token, payload: payload) else {
+                return PushOutcome(disposition: .drop, status: nil, reason: "BadRequest", providerID: nil, latency: .zero)
+            }
+            return await client.push(
+                request, credential: credential, environment: .production, environmentIsCertain: true,
+                deadline: Date().addingTimeInterval(30))
+        }
+    }
+}
+
+/// Latencies and failures, collected from concurrent pushes.
+final class Tally: Sendable {
+    let samples = Mutex<[Duration]>([])
+    let failures = Mutex(0)
+
+    func record(_ latency: Duration, delivered: Bool) {
+        samples.withLock { $0.append(latency) }
+        if !delivered { failures.withLock { $0 += 1 } }
+    }
+}
+
+/// What a benchmark run measured.
+struct BenchResult: Codable {
+    var pushes: Int
+    var failures: Int
+    var seconds: Double
+    var pushesPerSecond: Double
+    var targetRate: Int
+    var concurrency: Int?
+    var payloadBytes: Int
+    var p50Ms: Double
+    var p90Ms: Double
+    var p99Ms: Double
+    var maxMs: Double
+    var peakRSSMiB: Double?
+
+    var summary: String {
+        let load = targetRate > 0 ? "open loop at \(targetRate)/s" : "closed loop, \(concurrency ?? 0) in flight"
+        return """
+            pushes      \(pushes) (\(failures) failed), \(payloadBytes)-byte payloads, \(load)
+            throughput  \(String(format: "%.0f", pushesPerSecond)) pushes/s over \(String(format: "%.2f", seconds)) s
+            latency     p50 \(String(format: "%.2f", p50Ms)) ms, p90 \(String(format: "%.2f", p90Ms)) ms, p99 \(String(format: "%.2f", p99Ms)) ms, max \(String(format: "%.2f", maxMs)) ms
+            peak RSS    \(peakRSSMiB.map { String(format: "%.0f MiB", $0) } ?? "unknown") (client and simulator in one process)
+            """
+    }
+}
+
+/// Reads this process's memory figures from /proc (Linux).
+enum ProcessMemory {
+    /// Peak resident set size (`VmHWM`), in MiB.
+    static func peakResidentMiB() -> Double? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return nil }
+        return kilobytes / 1024
+    }
+}
