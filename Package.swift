@@ -69,10 +69,26 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "RingRelayFCM",
+            dependencies: [
+                "RingRelayCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "RingRelayServer",
             dependencies: [
                 "RingRelayAPNs",
                 "RingRelayCore",
+                "RingRelayFCM",
                 "RingRelayWire",
                 "RingRelayStore",
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -108,6 +124,7 @@ let package = Package(
             name: "RingRelayCLI",
             dependencies: [
                 "RingRelayAPNs",
+                "RingRelayFCM",
                 "RingRelayCore",
                 "RingRelayServer",
                 "RingRelayTesting",
@@ -143,6 +160,20 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "RingRelayFCMTests",
+            dependencies: [
+                "RingRelayCore",
+                "RingRelayFCM",
+                "RingRelayTesting",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "RingRelayTestingTests",
             dependencies: [
                 "RingRelayTesting",
@@ -155,6 +186,7 @@ let package = Package(
             name: "RingRelayServerTests",
             dependencies: [
                 "RingRelayAPNs",
+                "RingRelayFCM",
                 "RingRelayCLI",
                 "RingRelayServer",
                 "RingRelayStore",

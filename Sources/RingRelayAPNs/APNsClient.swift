@@ -50,7 +50,9 @@ public final class APNsClient: Service, Sendable {
     private let metrics: APNsMetrics
     private let tokens: APNsTokenManager
     private let extraTrustRoots: [NIOSSLCertificate]
-    private let pools = Mutex<[PoolKey: Pool]>([:])
+    /// The pools, or `nil` once the client is shut down (late pushes then fail instead of
+    /// opening pools nobody would close).
+    private let pools = Mutex<[PoolKey: Pool]?>([:])
     private let sleep: @Sendable (Duration) async throws -> Void
 
     /// Creates a client.
@@ -98,11 +100,11 @@ public final class APNsClient: Service, Sendable {
         await shutdown()
     }
 
-    /// Closes every connection pool, waiting for in-flight pushes. Later pushes open new pools.
+    /// Closes every connection pool, waiting for in-flight pushes. Later pushes fail with `ClientShutDown`.
     public func shutdown() async {
         let all = pools.withLock { pools in
-            defer { pools.removeAll() }
-            return pools.values.map(\.client)
+            defer { pools = nil }
+            return pools?.values.map(\.client) ?? []
         }
         for client in all {
             try? await client.shutdown()
@@ -112,8 +114,8 @@ public final class APNsClient: Service, Sendable {
     private func closeIdlePools(olderThan lifetime: Duration) {
         let now = ContinuousClock.now
         let stale = pools.withLock { pools in
-            let stale = pools.filter { now - $0.value.lastUsed > lifetime }
-            for key in stale.keys { pools.removeValue(forKey: key) }
+            let stale = pools?.filter { now - $0.value.lastUsed > lifetime } ?? [:]
+            for key in stale.keys { pools?.removeValue(forKey: key) }
             return stale.values.map(\.client)
         }
         for client in stale {
@@ -181,6 +183,8 @@ public final class APNsClient: Service, Sendable {
             if case .token(let teamID, let keyID, let pem) = credential.authentication {
                 authorization = try await tokens.token(for: APNsSigningKey(teamID: teamID, keyID: keyID, privateKeyPEM: pem))
             }
+        } catch is ClientShutDown {
+            return failure("ClientShutDown")
         } catch {
             logger.error("APNs credential unusable", metadata: ["push.reason": "\(error)"])
             return failure("InvalidCredential")
@@ -214,6 +218,9 @@ public final class APNsClient: Service, Sendable {
         }
     }
 
+    /// Thrown by `pool(for:)` after ``shutdown()``.
+    private struct ClientShutDown: Error {}
+
     /// An attempt and the provider token it carried (kept out of the public value: it is a credential).
     private struct TrackedAttempt {
         var attempt: APNsAttempt
@@ -246,19 +253,21 @@ public final class APNsClient: Service, Sendable {
 
     private func pool(for credential: APNsCredential, environment: PushEnvironment) throws -> HTTPClient {
         let key = PoolKey(environment: environment, fingerprint: Self.fingerprint(of: credential.authentication))
-        if let client = pools.withLock({ pools -> HTTPClient? in
-            pools[key]?.lastUsed = .now
-            return pools[key]?.client
-        }) {
-            return client
+        let existing = try pools.withLock { pools -> HTTPClient? in
+            guard pools != nil else { throw ClientShutDown() }
+            pools?[key]?.lastUsed = .now
+            return pools?[key]?.client
         }
+        if let existing { return existing }
         let client = try makeClient(for: credential, environment: environment)
-        let (winner, loser) = pools.withLock { pools -> (HTTPClient, HTTPClient?) in
-            if let existing = pools[key]?.client { return (existing, client) }
-            pools[key] = Pool(client: client, lastUsed: .now)
+        let (winner, loser) = pools.withLock { pools -> (HTTPClient?, HTTPClient?) in
+            guard pools != nil else { return (nil, client) }
+            if let existing = pools?[key]?.client { return (existing, client) }
+            pools?[key] = Pool(client: client, lastUsed: .now)
             return (client, nil)
         }
         loser?.shutdown { _ in }
+        guard let winner else { throw ClientShutDown() }
         return winner
     }
 

@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import RingRelayAPNs
 import RingRelayCore
+import RingRelayFCM
 import RingRelayTesting
 import Synchronization
 
@@ -12,7 +13,7 @@ import Synchronization
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Measure push throughput and latency against the local simulators.",
-        subcommands: [APNs.self])
+        subcommands: [APNs.self, FCM.self])
 
     struct APNs: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -109,6 +110,107 @@ struct BenchCommand: AsyncParsableCommand {
             return await client.push(
                 request, credential: credential, environment: .production, environmentIsCertain: true,
                 deadline: Date().addingTimeInterval(30))
+        }
+    }
+}
+
+extension BenchCommand {
+    struct FCM: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "fcm",
+            abstract: "Send through the real FCM client to the FCM simulator over TLS (HTTP/2) on loopback.",
+            discussion: """
+                Without --rate, keeps --concurrency messages in flight and reports the throughput. With --rate, \
+                starts messages at that steady rate (open loop) and reports latency at that load. The OAuth token \
+                is minted once, before the measurement. Build with -c release for meaningful figures.
+                """)
+
+        @Option(help: "Messages to send.") var count = 20_000
+        @Option(help: "Messages in flight at once (closed loop).") var concurrency = 200
+        @Option(help: "Messages per second to start (open loop); 0 = as fast as the concurrency allows.") var rate = 0
+        @Option(help: "Data payload size in bytes, keys and values (at most 4096).") var payloadBytes = 256
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func validate() throws {
+            guard count > 0, concurrency > 0, rate >= 0 else { throw ValidationError("count and concurrency must be positive.") }
+            guard (16...FCMRequest.maxDataBytes).contains(payloadBytes) else { throw ValidationError("--payload-bytes must be 16…4096.") }
+        }
+
+        func run() async throws {
+            let simulator = try FCMSimulator()
+            try await simulator.start()
+            let directory = try TemporaryDirectory(prefix: "ringrelay-bench")
+            defer { directory.remove() }
+            let caFile = directory.appending("fcm-simulator.pem")
+            try simulator.writeCertificate(toFile: caFile)
+            let account = try simulator.makeServiceAccount(projectID: "ringrelay-bench")
+            let credential = FCMCredential(
+                serviceAccountJSON: String(decoding: try JSONSerialization.data(withJSONObject: account, options: .sortedKeys), as: UTF8.self),
+                projectID: account["project_id"] ?? "", clientEmail: account["client_email"] ?? "", tokenURI: account["token_uri"] ?? "")
+            var configuration = FCMConfiguration()
+            configuration.endpoint = simulator.url
+            configuration.extraTrustRootsFile = caFile
+            let client = try FCMClient(
+                configuration: configuration, clock: SystemWallClock(), logger: Logger(label: "bench"), metricsFactory: NOOPMetricsHandler.instance)
+            let data = ["ringrelay": String(repeating: "x", count: payloadBytes - "ringrelay".utf8.count)]
+            let tokens = (0..<1000).map { seed in "bench\(seed):APA91b" + String(repeating: "Q", count: 140) }
+
+            // Warm up: open the connection and mint the access token outside the measurement.
+            for index in 0..<200 { _ = await Self.push(client, credential, tokens[index % tokens.count], data) }
+            simulator.reset()
+
+            let tally = Tally()
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<count {
+                    if rate > 0 {
+                        // Open loop: start each message at its scheduled time, whatever the latency.
+                        let due = started + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))
+                        try await Task.sleep(until: due, clock: .continuous)
+                    } else if index >= concurrency {
+                        try await group.next()
+                    }
+                    let token = tokens[index % tokens.count]
+                    group.addTask {
+                        let begin = ContinuousClock.now
+                        let outcome = await Self.push(client, credential, token, data)
+                        tally.record(ContinuousClock.now - begin, delivered: outcome.disposition == .delivered)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let elapsed = ContinuousClock.now - started
+            let mints = simulator.tokenMints
+            await client.shutdown()
+            try await simulator.shutdown()
+
+            let sorted = tally.samples.withLock { $0 }.sorted()
+            func percentile(_ p: Double) -> Double {
+                sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)].timeInterval * 1000
+            }
+            let result = BenchResult(
+                pushes: count, failures: tally.failures.withLock { $0 }, seconds: elapsed.timeInterval,
+                pushesPerSecond: Double(count) / elapsed.timeInterval, targetRate: rate, concurrency: rate > 0 ? nil : concurrency,
+                payloadBytes: FCMRequest.dataSize(data), p50Ms: percentile(0.50), p90Ms: percentile(0.90), p99Ms: percentile(0.99),
+                maxMs: (sorted.last ?? .zero).timeInterval * 1000, peakRSSMiB: ProcessMemory.peakResidentMiB())
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                print(String(decoding: try encoder.encode(result), as: UTF8.self))
+            } else {
+                print(result.summary)
+                print("oauth       \(mints) access token(s) minted during the measurement")
+            }
+        }
+
+        private static func push(_ client: FCMClient, _ credential: FCMCredential, _ token: String, _ data: [String: String]) async
+            -> PushOutcome
+        {
+            let deadline = Date().addingTimeInterval(30)
+            guard let request = try? FCMRequest(token: token, data: data, expiresAt: deadline, now: Date()) else {
+                return PushOutcome(disposition: .drop, status: nil, reason: "BadRequest", providerID: nil, latency: .zero)
+            }
+            return await client.push(request, credential: credential, deadline: deadline)
         }
     }
 }

@@ -40,6 +40,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Seconds to wait for one APNs answer. [env: RINGRELAY_APNS_TIMEOUT] (default: 10)")
     var apnsTimeout: String?
 
+    @Option(
+        help:
+            "FCM HTTP v1 base URL; OAuth goes to each service account's token_uri. [env: RINGRELAY_FCM_ENDPOINT] (default: https://fcm.googleapis.com)"
+    )
+    var fcmEndpoint: String?
+
     func run() async throws {
         var flags: [ServerConfiguration.Key: String] = [:]
         flags[.host] = host
@@ -51,6 +57,7 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.apnsEndpointSandbox] = apnsEndpointSandbox
         flags[.pushCAFile] = pushCaFile
         flags[.apnsTimeout] = apnsTimeout
+        flags[.fcmEndpoint] = fcmEndpoint
         let configuration: ServerConfiguration
         do {
             configuration = try ServerConfiguration(reader: try await ServerConfiguration.reader(flags: flags))

@@ -68,7 +68,7 @@ public protocol SettingsStore: Sendable {
 }
 
 /// Everything the server needs from storage. SQLite and PostgreSQL implement it.
-public protocol DataStore: AccountStore, BindingStore, CredentialStore, SettingsStore {
+public protocol DataStore: AccountStore, BindingStore, CredentialStore, SettingsStore, CallStore {
     /// Throws when the store cannot be reached; backs `/readyz`.
     func ping() async throws
 }

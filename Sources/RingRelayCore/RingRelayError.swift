@@ -47,6 +47,8 @@ public struct RingRelayError: Error, Sendable, CustomStringConvertible {
     public var underlying: (any Error)?
     /// Where the error was created, for logs only.
     public var location: String
+    /// For `rateLimited`: when the client may try again (sent as `Retry-After`).
+    public var retryAfter: Duration?
 
     /// Creates an error.
     public init(
@@ -54,9 +56,11 @@ public struct RingRelayError: Error, Sendable, CustomStringConvertible {
         code: String,
         _ message: String,
         underlying: (any Error)? = nil,
+        retryAfter: Duration? = nil,
         file: String = #fileID,
         line: Int = #line
     ) {
+        self.retryAfter = retryAfter
         self.kind = kind
         self.code = code
         self.message = message

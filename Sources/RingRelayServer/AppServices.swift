@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import RingRelayAPNs
 import RingRelayCore
+import ServiceLifecycle
 
 /// The concrete collaborators every controller shares, chosen once in ``buildApplication(configuration:store:clock:logger:metrics:)``.
 struct AppServices: Sendable {
@@ -21,4 +22,27 @@ struct AppServices: Sendable {
     var pusher: BindingPusher
     /// Credential problems reported by the push services.
     var faults: ConfigurationFaults
+    /// Rings devices and tracks deliveries still in flight.
+    var engine: RingEngine
+    /// Per-account rate limit for webhooks and calls.
+    var limiter: RateLimiter
+    /// The server's logger.
+    var logger: Logger
+
+    /// Rings a callee's devices with this server's settings.
+    var ringer: Ringer {
+        Ringer(
+            store: store, engine: engine, pusher: pusher, clock: clock, metrics: metrics, logger: logger,
+            ringTimeout: configuration.ringTimeout, answerWait: configuration.webhookWait)
+    }
+
+    /// Long-lived services, in start order; they stop in reverse, after the HTTP server: first the
+    /// drain of deliveries in flight, then the pruner, then the push clients.
+    var lifecycleServices: [any Service] {
+        [
+            pusher.apns,
+            CallPruner(store: store, retention: configuration.callRetention, clock: clock, logger: logger),
+            RingDrainService(engine: engine, logger: logger),
+        ]
+    }
 }

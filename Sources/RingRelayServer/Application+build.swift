@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import RingRelayAPNs
 import RingRelayCore
+import RingRelayFCM
 import RingRelayStore
 import NIOCore
 import ServiceLifecycle
@@ -42,9 +43,10 @@ public func buildApplication(
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
-        // The push client is listed after the caller's services (the store), so it shuts down
-        // before them and after the HTTP server has drained.
-        services: services + [appServices.pusher.apns],
+        // Listed after the caller's services (the store), so they shut down before it and after
+        // the HTTP server has drained. The FCM client comes before the others, so it stops after
+        // the drain of deliveries in flight, like the APNs client.
+        services: services + [appServices.pusher.fcm] + appServices.lifecycleServices,
         onServerRunning: onServerRunning,
         logger: appLogger)
 }
@@ -60,9 +62,12 @@ extension AppServices {
         let metrics = ServerMetrics()
         let faults = ConfigurationFaults()
         let apns = try APNsClient(configuration: configuration.apns, clock: clock, logger: logger, metricsFactory: metrics.factory)
+        let fcm = try FCMClient(configuration: configuration.fcm, clock: clock, logger: logger, metricsFactory: metrics.factory)
         return AppServices(
             store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
-            metrics: metrics, pusher: BindingPusher(store: store, apns: apns, faults: faults, clock: clock, logger: logger), faults: faults)
+            metrics: metrics, pusher: BindingPusher(store: store, apns: apns, fcm: fcm, faults: faults, clock: clock, logger: logger), faults: faults,
+            engine: RingEngine(clock: clock),
+            limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), logger: logger)
     }
 }
 
@@ -81,6 +86,8 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     AccessTokensController(services: services).register(on: router)
     BindingsController(services: services).register(on: router)
     TestPushController(services: services).register(on: router)
+    WebhooksController(services: services, ringer: services.ringer, limiter: services.limiter).register(on: router)
+    CallsController(services: services).register(on: router)
     return router
 }
 

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import RingRelayAPNs
 import RingRelayCore
+import RingRelayFCM
 
 /// Sends one push to one binding through the right channel and applies the outcome's
 /// disposition: a dead token invalidates the binding, a credential problem is recorded once for
@@ -12,6 +13,7 @@ import RingRelayCore
 struct BindingPusher: Sendable {
     let store: any DataStore
     let apns: APNsClient
+    let fcm: FCMClient
     let faults: ConfigurationFaults
     let clock: any WallClock
     let logger: Logger
@@ -25,17 +27,54 @@ struct BindingPusher: Sendable {
         var binding: Binding
     }
 
+    /// What to send, in the form of the binding's channel.
+    enum Payload: Sendable {
+        /// The JSON body of an APNs push (VoIP or alert, by binding type).
+        case apns([UInt8])
+        /// The data of an FCM data message; every value a string.
+        case fcm([String: String])
+    }
+
     /// Pushes `payload` to `binding`.
     ///
     /// - Parameters:
-    ///   - payload: the JSON body for the binding's channel.
-    ///   - deadline: no attempt starts after this.
+    ///   - payload: the content, in the binding's channel's form.
+    ///   - deadline: no attempt starts after this; also the push's expiry.
     /// - Throws: ``RingRelayError`` when the account has no credential for the binding's channel,
-    ///   or the channel is not one this server can push to.
-    func push(_ payload: [UInt8], to binding: Binding, deadline: Date) async throws -> Result {
-        guard let kind = APNsPushKind(bindingType: binding.type) else {
+    ///   or the payload is not for the binding's channel.
+    func push(_ payload: Payload, to binding: Binding, deadline: Date) async throws -> Result {
+        switch (payload, binding.type) {
+        case (.apns(let bytes), .apnsVoIP), (.apns(let bytes), .apnsAlert):
+            return try await pushAPNs(bytes, to: binding, deadline: deadline)
+        case (.fcm(let data), .fcm):
+            return try await pushFCM(data, to: binding, deadline: deadline)
+        default:
             throw RingRelayError(
-                .unprocessable, code: "channel_not_supported", "This server does not push to \(binding.type.rawValue) bindings yet.")
+                .unprocessable, code: "channel_not_supported", "This payload cannot be pushed to a \(binding.type.rawValue) binding.")
+        }
+    }
+
+    private func pushFCM(_ data: [String: String], to binding: Binding, deadline: Date) async throws -> Result {
+        guard case .fcm(let credential)? = try await store.credential(kind: .fcm, accountID: binding.accountID)?.credential else {
+            throw RingRelayError(
+                .conflict, code: "fcm_not_configured", "The account has no FCM service account; upload it with PUT /v1/credentials/fcm.")
+        }
+        let outcome: PushOutcome
+        do {
+            // android.ttl is the ring time left, so FCM drops a message that would arrive after the call.
+            let request = try FCMRequest(token: binding.token, data: data, expiresAt: deadline, now: clock.now)
+            outcome = await fcm.push(request, credential: credential, deadline: deadline)
+        } catch {
+            outcome = PushOutcome(disposition: .drop, status: nil, reason: error.reason, providerID: nil, latency: .zero, attempts: 0)
+            logger.warning("push refused before sending", metadata: ["binding.id": .string(binding.id), "push.reason": .string(error.description)])
+        }
+        let updated = try await apply(outcome, to: binding, channel: .fcm)
+        return Result(outcome: outcome, channel: .fcm, kind: FCMRequest.kind, binding: updated)
+    }
+
+    private func pushAPNs(_ payload: [UInt8], to binding: Binding, deadline: Date) async throws -> Result {
+        guard let kind = APNsPushKind(bindingType: binding.type) else {
+            throw RingRelayError(.internal, code: "internal_error", "Not an APNs binding.")
         }
         guard case .apns(let credential)? = try await store.credential(kind: .apns, accountID: binding.accountID)?.credential else {
             throw RingRelayError(
@@ -56,7 +95,8 @@ struct BindingPusher: Sendable {
         return Result(outcome: outcome, channel: .apns, kind: kind.rawValue, binding: updated)
     }
 
-    private func apply(_ outcome: PushOutcome, to binding: Binding, channel: PushChannel) async throws -> Binding {
+    /// Applies an outcome's disposition to the binding and the fault registry; returns the binding as it is now.
+    func apply(_ outcome: PushOutcome, to binding: Binding, channel: PushChannel) async throws -> Binding {
         var metadata: Logger.Metadata = [
             "account.id": .string(binding.accountID), "binding.id": .string(binding.id), "push.channel": .string(channel.rawValue),
             "push.outcome": .string(outcome.disposition.metricName), "push.attempts": .stringConvertible(outcome.attempts),

@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Logging
 import RingRelayAPNs
+import RingRelayFCM
 import SystemPackage
 
 /// Everything `ringrelay serve` can be configured with, validated.
@@ -28,6 +29,22 @@ public struct ServerConfiguration: Sendable {
     public var maxAccessTokenTTL: Int = 86_400
     /// How APNs is reached (endpoints, extra trust roots, timeouts).
     public var apns = APNsConfiguration()
+    /// How FCM is reached (endpoint, extra trust roots, timeouts). OAuth goes to each service
+    /// account's own `token_uri`.
+    public var fcm = FCMConfiguration()
+    /// Whether `X-Forwarded-Proto` and `X-Forwarded-Host` describe the URL clients used (only
+    /// behind a proxy that sets them).
+    public var trustProxy = false
+    /// How long call records are kept.
+    public var callRetention: Duration = .seconds(7 * 24 * 3600)
+    /// How long a provider call rings.
+    public var ringTimeout: Duration = .seconds(45)
+    /// How long a webhook waits for the devices' first answers before it responds.
+    public var webhookWait: Duration = .seconds(5)
+    /// Webhooks and calls per second per account (0: unlimited).
+    public var rateLimit: Double = 100
+    /// Burst allowed above the rate.
+    public var rateLimitBurst: Double = 200
 
     /// The defaults.
     public init() {}
@@ -42,6 +59,13 @@ public struct ServerConfiguration: Sendable {
         case apnsEndpointSandbox = "apns-endpoint-sandbox"
         case pushCAFile = "push-ca-file"
         case apnsTimeout = "apns-timeout"
+        case fcmEndpoint = "fcm-endpoint"
+        case trustProxy = "trust-proxy"
+        case callRetention = "call-retention"
+        case ringTimeout = "ring-timeout"
+        case webhookWait = "webhook-wait"
+        case rateLimit = "rate-limit"
+        case rateLimitBurst = "rate-limit-burst"
 
         /// The swift-configuration key, e.g. `ringrelay.data-dir`.
         public var configKey: String { "ringrelay.\(rawValue)" }
@@ -91,6 +115,7 @@ public struct ServerConfiguration: Sendable {
                 throw ConfigurationError(key: .pushCAFile, "cannot read '\(path)'; pass a PEM file of certificates to trust.")
             }
             apns.extraTrustRootsFile = path
+            fcm.extraTrustRootsFile = path
         }
         if let text = value(.apnsTimeout) {
             guard let seconds = Double(text), seconds > 0, seconds <= 60 else {
@@ -98,11 +123,49 @@ public struct ServerConfiguration: Sendable {
             }
             apns.requestTimeout = .milliseconds(Int64(seconds * 1000))
         }
+        if let text = value(.fcmEndpoint) { fcm.endpoint = try Self.url(text, key: .fcmEndpoint) }
+        if let text = value(.trustProxy) {
+            switch text.lowercased() {
+            case "true", "1", "yes": trustProxy = true
+            case "false", "0", "no": trustProxy = false
+            default: throw ConfigurationError(key: .trustProxy, "must be true or false, got '\(text)'.")
+            }
+        }
+        if let text = value(.callRetention) { callRetention = try Self.duration(text, key: .callRetention, within: 60...(365 * 86_400)) }
+        if let text = value(.ringTimeout) { ringTimeout = try Self.duration(text, key: .ringTimeout, within: 5...180) }
+        if let text = value(.webhookWait) { webhookWait = try Self.duration(text, key: .webhookWait, within: 0...30) }
+        if let text = value(.rateLimit) {
+            guard let rate = Double(text), rate >= 0 else { throw ConfigurationError(key: .rateLimit, "must be a number ≥ 0, got '\(text)'.") }
+            rateLimit = rate
+        }
+        if let text = value(.rateLimitBurst) {
+            guard let burst = Double(text), burst >= 1 else {
+                throw ConfigurationError(key: .rateLimitBurst, "must be a number ≥ 1, got '\(text)'.")
+            }
+            rateLimitBurst = burst
+        }
+    }
+
+    /// Parses `90`, `90s`, `15m`, `12h` or `7d` into a duration within `range` seconds.
+    static func duration(_ text: String, key: Key, within range: ClosedRange<Double>) throws(ConfigurationError) -> Duration {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        var number = text
+        var unit = 1.0
+        if let last = text.last, let factor = units[last] {
+            number = String(text.dropLast())
+            unit = factor
+        }
+        guard let value = Double(number), range.contains(value * unit) else {
+            throw ConfigurationError(
+                key: key, "must be a duration such as 45s, 15m, 12h or 7d between \(Int(range.lowerBound)) s and \(Int(range.upperBound)) s, got '\(text)'.")
+        }
+        return .milliseconds(Int64(value * unit * 1000))
     }
 
     private static func url(_ text: String, key: Key) throws(ConfigurationError) -> String {
         guard let url = URL(string: text), url.scheme == "https", url.host != nil, url.path.isEmpty || url.path == "/" else {
-            throw ConfigurationError(key: key, "must be an https URL without a path, such as https://api.push.apple.com, got '\(text)'.")
+            let example = key == .fcmEndpoint ? "https://fcm.googleapis.com" : "https://api.push.apple.com"
+            throw ConfigurationError(key: key, "must be an https URL without a path, such as \(example), got '\(text)'.")
         }
         return text.hasSuffix("/") ? String(text.dropLast()) : text
     }

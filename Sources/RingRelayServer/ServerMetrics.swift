@@ -33,6 +33,29 @@ struct ServerMetrics: Sendable {
             .recordNanoseconds(nanoseconds)
     }
 
+    /// Counts a provider webhook by its answer.
+    func recordWebhook(provider: String, status: Int) {
+        let result =
+            switch status {
+            case 200: "rang"
+            case 404: "unreachable"
+            case 403: "bad_signature"
+            case 429: "rate_limited"
+            default: status < 500 ? "rejected" : "error"
+            }
+        Counter(label: "ringrelay_webhooks_total", dimensions: [("provider", provider), ("result", result)], factory: factory).increment()
+    }
+
+    /// Records how many devices one ring reached for.
+    func recordFanout(_ devices: Int) {
+        Recorder(label: "ringrelay_ring_fanout", factory: factory).record(devices)
+    }
+
+    /// Records the time from a call's arrival to its first push answer.
+    func recordFirstPush(_ seconds: TimeInterval) {
+        Metrics.Timer(label: "ringrelay_call_to_first_push_seconds", factory: factory).recordSeconds(seconds)
+    }
+
     /// Sets the bindings gauge from fresh counts; cells with no bindings read 0.
     func recordBindingCounts(_ counts: [BindingCount]) {
         for type in BindingType.allCases {

@@ -35,17 +35,24 @@ struct TestPushController {
     }
 
     /// A test payload in the shape real pushes take, marked `"test": true` so the SDK shows and
-    /// ends it rather than treating it as a call.
-    static func payload(for binding: Binding, now: Date) throws -> [UInt8] {
+    /// ends it rather than treating it as a call. FCM data carries the same `ringrelay` object as
+    /// a JSON string, because FCM data values are strings.
+    static func payload(for binding: Binding, now: Date) throws -> BindingPusher.Payload {
         let formatter = ISO8601DateFormatter()
         let ringrelay: [String: Any] = [
             "v": 1, "test": true, "callId": "call_test_\(UUID().uuidString.lowercased())",
             "from": ["identity": "ringrelay", "displayName": "RingRelay test"], "media": "audio",
             "sentAt": formatter.string(from: now), "expiresAt": formatter.string(from: now.addingTimeInterval(30)), "metadata": [:] as [String: Any],
         ]
-        let aps: [String: Any] =
-            binding.type == .apnsAlert
-            ? ["alert": ["title": "RingRelay", "body": "Test notification"], "mutable-content": 1] : [:]
-        return Array(try JSONSerialization.data(withJSONObject: ["aps": aps, "ringrelay": ringrelay], options: .sortedKeys))
+        switch binding.type {
+        case .fcm:
+            let json = try JSONSerialization.data(withJSONObject: ringrelay, options: .sortedKeys)
+            return .fcm(["ringrelay": String(decoding: json, as: UTF8.self)])
+        case .apnsVoIP, .apnsAlert:
+            let aps: [String: Any] =
+                binding.type == .apnsAlert
+                ? ["alert": ["title": "RingRelay", "body": "Test notification"], "mutable-content": 1] : [:]
+            return .apns(Array(try JSONSerialization.data(withJSONObject: ["aps": aps, "ringrelay": ringrelay], options: .sortedKeys)))
+        }
     }
 }

@@ -73,5 +73,44 @@ extension Migration {
             statements: [
                 "ALTER TABLE bindings ADD COLUMN environment_explicit INTEGER NOT NULL DEFAULT 0"
             ]),
+        Migration(
+            version: 3, name: "calls and deliveries",
+            statements: [
+                """
+                CREATE TABLE calls (
+                    id TEXT PRIMARY KEY,
+                    account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    source TEXT NOT NULL,
+                    caller TEXT,
+                    callee TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    external_id TEXT,
+                    created_at INTEGER NOT NULL,
+                    ring_deadline INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL
+                ) STRICT
+                """,
+                // A provider's notification id rings once per account: the unique index is the check.
+                "CREATE UNIQUE INDEX calls_external ON calls(account_id, source, external_id) WHERE external_id IS NOT NULL",
+                "CREATE INDEX calls_created ON calls(created_at)",
+                """
+                CREATE TABLE deliveries (
+                    id TEXT PRIMARY KEY,
+                    call_id TEXT NOT NULL REFERENCES calls(id) ON DELETE CASCADE,
+                    binding_id TEXT NOT NULL,
+                    channel TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    outcome TEXT NOT NULL,
+                    status INTEGER,
+                    reason TEXT,
+                    provider_id TEXT,
+                    attempts INTEGER NOT NULL,
+                    latency_ms REAL,
+                    created_at INTEGER NOT NULL,
+                    completed_at INTEGER
+                ) STRICT
+                """,
+                "CREATE INDEX deliveries_call ON deliveries(call_id, id)",
+            ]),
     ]
 }

@@ -408,3 +408,106 @@ extension Date {
     var millis: Int { Int((timeIntervalSince1970 * 1000).rounded(.down)) }
     init(millis: Int) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
 }
+
+// MARK: - Calls
+
+extension SQLiteStore {
+    private static let callColumns = "id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at"
+    private static let deliveryColumns =
+        "id, call_id, binding_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
+
+    public func createCall(_ call: Call) async throws -> CallCreation {
+        // INSERT … ON CONFLICT DO NOTHING, then read back: the unique index decides which of two
+        // concurrent deliveries of one notification rings.
+        let inserted = try await query(
+            """
+            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT DO NOTHING RETURNING id
+            """,
+            [
+                .text(call.id), .text(call.accountID), .text(call.source.rawValue), .optionalText(call.caller), .text(call.callee),
+                .text(call.state.rawValue), .optionalText(call.externalID), .integer(call.createdAt.millis),
+                .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis),
+            ])
+        if !inserted.isEmpty { return .created(call) }
+        guard let externalID = call.externalID,
+            let row = try await query(
+                "SELECT \(Self.callColumns) FROM calls WHERE account_id = ? AND source = ? AND external_id = ?",
+                [.text(call.accountID), .text(call.source.rawValue), .text(externalID)]
+            ).first
+        else {
+            throw RingRelayError(.internal, code: "store_error", "The call could not be created.")
+        }
+        return .existing(try Self.call(row))
+    }
+
+    public func call(id: String, accountID: String) async throws -> Call? {
+        try await query("SELECT \(Self.callColumns) FROM calls WHERE id = ? AND account_id = ?", [.text(id), .text(accountID)])
+            .first.map(Self.call)
+    }
+
+    public func insertDeliveries(_ deliveries: [Delivery]) async throws {
+        guard !deliveries.isEmpty else { return }
+        try await transaction { connection in
+            for delivery in deliveries {
+                _ = try await connection.query(
+                    "INSERT INTO deliveries (\(Self.deliveryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    Self.deliveryBinds(delivery))
+            }
+        }
+    }
+
+    public func updateDelivery(_ delivery: Delivery) async throws {
+        _ = try await query(
+            """
+            UPDATE deliveries SET outcome = ?, status = ?, reason = ?, provider_id = ?, attempts = ?, latency_ms = ?, completed_at = ?
+            WHERE id = ?
+            """,
+            [
+                .text(delivery.outcome), delivery.status.map { .integer($0) } ?? .null, .optionalText(delivery.reason),
+                .optionalText(delivery.providerID), .integer(delivery.attempts), delivery.latencyMs.map { .float($0) } ?? .null,
+                delivery.completedAt.map { .integer($0.millis) } ?? .null, .text(delivery.id),
+            ])
+    }
+
+    public func deliveries(callID: String) async throws -> [Delivery] {
+        try await query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? ORDER BY id", [.text(callID)]).map { row in
+            Delivery(
+                id: row.string("id"), callID: row.string("call_id"), bindingID: row.string("binding_id"),
+                channel: PushChannel(rawValue: row.string("channel")) ?? .apns, kind: row.string("kind"), outcome: row.string("outcome"),
+                status: row.column("status")?.integer.map { Int($0) }, reason: row.optionalString("reason"),
+                providerID: row.optionalString("provider_id"), attempts: Int(row.column("attempts")?.integer ?? 0),
+                latencyMs: row.column("latency_ms")?.double, createdAt: row.date("created_at"),
+                completedAt: row.optionalDate("completed_at"))
+        }
+    }
+
+    public func setCallState(id: String, accountID: String, state: CallState, at date: Date) async throws {
+        _ = try await query(
+            "UPDATE calls SET state = ?, updated_at = ? WHERE id = ? AND account_id = ?",
+            [.text(state.rawValue), .integer(date.millis), .text(id), .text(accountID)])
+    }
+
+    public func pruneCalls(createdBefore date: Date) async throws -> Int {
+        try await query("DELETE FROM calls WHERE created_at < ? RETURNING id", [.integer(date.millis)]).count
+    }
+
+    private static func deliveryBinds(_ delivery: Delivery) -> [SQLiteData] {
+        [
+            .text(delivery.id), .text(delivery.callID), .text(delivery.bindingID), .text(delivery.channel.rawValue), .text(delivery.kind),
+            .text(delivery.outcome), delivery.status.map { .integer($0) } ?? .null, .optionalText(delivery.reason),
+            .optionalText(delivery.providerID), .integer(delivery.attempts), delivery.latencyMs.map { .float($0) } ?? .null,
+            .integer(delivery.createdAt.millis), delivery.completedAt.map { .integer($0.millis) } ?? .null,
+        ]
+    }
+
+    private static func call(_ row: SQLiteRow) throws -> Call {
+        guard let source = CallSource(rawValue: row.string("source")), let state = CallState(rawValue: row.string("state")) else {
+            throw RingRelayError(.internal, code: "store_corrupt", "A stored call has an unknown source or state.")
+        }
+        return Call(
+            id: row.string("id"), accountID: row.string("account_id"), source: source, caller: row.optionalString("caller"),
+            callee: row.string("callee"), state: state, externalID: row.optionalString("external_id"), createdAt: row.date("created_at"),
+            ringDeadline: row.date("ring_deadline"), updatedAt: row.date("updated_at"))
+    }
+}

@@ -140,7 +140,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
 
     private let simulator: APNsSimulator
     private let connection: APNsConnectionState
-    private var request: APNsRequest?
+    private var request: SimulatedRequest?
     private var behaviour: APNsSimulator.Behaviour?
     private var finished = false
     private var removed = false
@@ -176,7 +176,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
     }
 
     private func requestHeadArrived(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        var request = APNsRequest(method: head.method.rawValue, path: head.uri, headers: [], body: [], bodyLength: 0)
+        var request = SimulatedRequest(method: head.method.rawValue, path: head.uri, headers: [], body: [], bodyLength: 0)
         request.headers.append((":method", head.method.rawValue))
         request.headers.append((":path", head.uri))
         for (name, value) in head.headers {
@@ -205,7 +205,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
             let apnsID =
                 request.header("apns-id").flatMap { APNsSimulator.isCanonicalUUID($0) ? $0 : nil }
                 ?? UUID().uuidString.lowercased()
-            let outcome = APNsOutcome(
+            let outcome = SimulatedAnswer(
                 status: status, reason: status == 200 ? nil : reason, timestamp: timestamp, apnsID: apnsID)
             record(request, status: outcome.status, reason: outcome.reason, apnsID: apnsID)
             answer(outcome, context: context)
@@ -227,7 +227,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
         }
     }
 
-    private func record(_ request: APNsRequest, status: Int, reason: String?, apnsID: String?) {
+    private func record(_ request: SimulatedRequest, status: Int, reason: String?, apnsID: String?) {
         var headers: [String: String] = [:]
         for (name, value) in request.headers {
             headers[name] = headers[name].map { "\($0),\(value)" } ?? value
@@ -240,7 +240,7 @@ final class APNsStreamHandler: ChannelInboundHandler {
     }
 
     /// Writes the response: 200 with an empty body, or the status with `{"reason":…}`.
-    private func answer(_ outcome: APNsOutcome, context: ChannelHandlerContext) {
+    private func answer(_ outcome: SimulatedAnswer, context: ChannelHandlerContext) {
         guard !removed else { return }
         if outcome.tokenAuthenticationSucceeded, !connection.streamLimitRaised, let parent = context.channel.parent {
             // Like APNs: more concurrent streams once a token-authenticated push has gone through.

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 
 /// One complete request as the stream handler collected it.
-struct APNsRequest {
+struct SimulatedRequest {
     var method: String
     var path: String
     /// Every header in arrival order, pseudo-headers included.
@@ -23,7 +23,7 @@ struct APNsRequest {
 }
 
 /// The answer the simulator decided on.
-struct APNsOutcome {
+struct SimulatedAnswer {
     var status: Int
     var reason: String?
     var timestamp: Date?
@@ -108,11 +108,11 @@ enum APNsRules {
 
 extension APNsSimulator {
     /// Validates a request like APNs and decides the answer; updates the connection's token state.
-    func validate(_ request: APNsRequest, connection: APNsConnectionState, now: Date) -> APNsOutcome {
+    func validate(_ request: SimulatedRequest, connection: APNsConnectionState, now: Date) -> SimulatedAnswer {
         let requestedID = request.header("apns-id")
         let echoedID = requestedID.flatMap { Self.isCanonicalUUID($0) ? $0 : nil } ?? UUID().uuidString.lowercased()
-        func reject(_ status: Int, _ reason: String) -> APNsOutcome {
-            APNsOutcome(status: status, reason: reason, apnsID: echoedID)
+        func reject(_ status: Int, _ reason: String) -> SimulatedAnswer {
+            SimulatedAnswer(status: status, reason: reason, apnsID: echoedID)
         }
 
         // :method and :path
@@ -198,7 +198,7 @@ extension APNsSimulator {
             return reject(413, "PayloadTooLarge")
         }
 
-        return APNsOutcome(status: 200, reason: nil, apnsID: echoedID, tokenAuthenticationSucceeded: tokenAuthenticated)
+        return SimulatedAnswer(status: 200, reason: nil, apnsID: echoedID, tokenAuthenticationSucceeded: tokenAuthenticated)
     }
 
     /// The result of checking a provider token.

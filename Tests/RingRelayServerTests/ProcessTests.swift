@@ -169,4 +169,46 @@ import Testing
         server.signal(SIGTERM)
         #expect(try await server.waitForExit() == 0)
     }
+
+    /// The README's APNs walk-through: the simulator, a server pointed at it, and a test push.
+    @Test func testPushThroughTheSimulatorFromTheCommandLine() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let p8 = TestCredentials.apnsP8()
+        try p8.write(toFile: directory.appending("AuthKey_KEY1234567.p8"), atomically: true, encoding: .utf8)
+        let simulator = try ServerProcess(
+            ["simulate", "apns", "--port", "0", "--certificate-out", "apns-simulator.pem", "--key", "TEAM123456:KEY1234567:AuthKey_KEY1234567.p8",
+             "--topic", "com.example.app"],
+            directory: directory.path)
+        let apnsURL = try await simulator.waitUntilListening()
+        #expect(apnsURL.hasPrefix("https://"))
+
+        let server = try ServerProcess(
+            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--apns-endpoint-production", apnsURL,
+             "--apns-endpoint-sandbox", apnsURL, "--push-ca-file", "apns-simulator.pem"],
+            directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let (_, accountData) = try await Self.request(.POST, url + "/v1/accounts", token: adminToken, body: #"{"name":"walkthrough"}"#)
+        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+        let credential = try JSONSerialization.data(withJSONObject: [
+            "teamId": "TEAM123456", "keyId": "KEY1234567", "privateKey": p8, "topic": "com.example.app",
+        ])
+        #expect(try await Self.request(.PUT, url + "/v1/credentials/apns", token: key, body: String(decoding: credential, as: UTF8.self)).0 == 200)
+
+        let withKey = ["RINGRELAY_URL": url, "RINGRELAY_TOKEN": key]
+        let added = try await ServerProcess.run(
+            ["bindings", "add", "--identity", "alice", "--type", "apns_voip", "--push-token", String(repeating: "7c", count: 32), "--json"],
+            directory: directory.path, environment: withKey)
+        let binding = try JSONDecoder.ringRelay.decode(BindingResource.self, from: Data(added.stdout.utf8))
+        let pushed = try await ServerProcess.run(["push", "test", "--binding", binding.id], directory: directory.path, environment: withKey)
+        #expect(pushed.status == 0, "\(pushed.stdout) \(pushed.stderr)")
+        #expect(pushed.stdout.contains("delivered: apns voip push, status 200"))
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(simulator.stdout.contains("com.example.app.voip"))
+
+        server.signal(SIGTERM)
+        simulator.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+        #expect(try await simulator.waitForExit() == 0)
+    }
 }

@@ -53,7 +53,7 @@ final class ServerProcess: Sendable {
     func waitUntilListening(timeout: Duration = .seconds(60)) async throws -> String {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if let range = stdout.range(of: #"listening on (http://[^\s]+)"#, options: .regularExpression) {
+            if let range = stdout.range(of: #"listening on (https?://[^\s]+)"#, options: .regularExpression) {
                 return String(stdout[range].dropFirst("listening on ".count))
             }
             guard process.isRunning else { break }

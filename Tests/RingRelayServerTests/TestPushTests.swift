@@ -13,33 +13,8 @@ import Testing
 @Suite struct TestPushTests {
     static let bundleID = "com.example.app"
 
-    /// A server pointed at a started simulator, with an account whose APNs key the simulator knows.
-    static func withPushServer(_ body: @Sendable (TestServer, APNsSimulator, any TestClientProtocol, String) async throws -> Void) async throws {
-        let simulator = try APNsSimulator()
-        try await simulator.start()
-        var configured = try await TestServer.make(start: Date())
-        let caFile = configured.directory.appending("apns.pem")
-        try simulator.writeCertificate(toFile: caFile)
-        configured.configuration.apns.productionEndpoint = simulator.url
-        configured.configuration.apns.sandboxEndpoint = simulator.url
-        configured.configuration.apns.extraTrustRootsFile = caFile
-        configured.configuration.apns.requestTimeout = .seconds(2)
-        configured.configuration.apns.retryBaseDelay = .milliseconds(5)
-        let server = configured
-        let key = P256.Signing.PrivateKey()
-        simulator.registerSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", publicKey: key.publicKey, topics: [bundleID])
-        let p8 = key.pemRepresentation
-        try await server.withClient { client in
-            let apiKey = try await client.createAccount("acme", admin: server.adminToken).apiKey
-            let credential = try JSONSerialization.data(withJSONObject: ["teamId": "TEAM123456", "keyId": "KEY1234567", "privateKey": p8, "topic": bundleID])
-            #expect(try await client.send(.put, "/v1/credentials/apns", token: apiKey, json: String(decoding: credential, as: UTF8.self)).status == .ok)
-            try await body(server, simulator, client, apiKey)
-        }
-        try await simulator.shutdown()
-    }
-
     @Test func testPushIsDeliveredAndReportsWhatAPNsSaid() async throws {
-        try await Self.withPushServer { _, simulator, client, key in
+        try await TestServer.withPushServer { _, simulator, client, key in
             let binding = try await client.createBinding(
                 #"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 1))","environment":"sandbox"}"#, token: key)
             let response = try await client.send(.post, "/v1/bindings/\(binding.id)/test", token: key)
@@ -70,7 +45,7 @@ import Testing
     }
 
     @Test func unregisteredTokenInvalidatesTheBindingUnlessRegisteredAgainSince() async throws {
-        try await Self.withPushServer { server, simulator, client, key in
+        try await TestServer.withPushServer { server, simulator, client, key in
             let token = apnsToken(seed: 2)
             let binding = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(token)"}"#, token: key)
 
@@ -101,7 +76,7 @@ import Testing
     }
 
     @Test func rejectedKeyIsReportedInReadinessOnceAndClearedByNewCredentials() async throws {
-        try await Self.withPushServer { _, simulator, client, key in
+        try await TestServer.withPushServer { _, simulator, client, key in
             let binding = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 3))"}"#, token: key)
             let stranger = try JSONSerialization.data(withJSONObject: [
                 "teamId": "TEAM123456", "keyId": "UNKNOWN123", "privateKey": TestCredentials.apnsP8(), "topic": Self.bundleID,

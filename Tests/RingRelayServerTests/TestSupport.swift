@@ -2,9 +2,11 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Crypto
 import Logging
 import NIOCore
 import NIOFoundationEssentialsCompat
+import RingRelayAPNs
 import RingRelayCore
 import RingRelayStore
 import RingRelayTesting
@@ -41,6 +43,39 @@ struct TestServer {
         let result = try await app.test(setup, body)
         try await store.close()
         return result
+    }
+}
+
+extension TestServer {
+    static let bundleID = "com.example.app"
+
+    /// A server pointed at a started simulator, with an account whose APNs key the simulator knows.
+    static func withPushServer(
+        configure: (inout ServerConfiguration) -> Void = { _ in },
+        _ body: @Sendable (TestServer, APNsSimulator, any TestClientProtocol, String) async throws -> Void
+    ) async throws {
+        let simulator = try APNsSimulator()
+        try await simulator.start()
+        var configured = try await TestServer.make(start: Date())
+        let caFile = configured.directory.appending("apns.pem")
+        try simulator.writeCertificate(toFile: caFile)
+        configured.configuration.apns.productionEndpoint = simulator.url
+        configured.configuration.apns.sandboxEndpoint = simulator.url
+        configured.configuration.apns.extraTrustRootsFile = caFile
+        configured.configuration.apns.requestTimeout = .seconds(2)
+        configured.configuration.apns.retryBaseDelay = .milliseconds(5)
+        configure(&configured.configuration)
+        let server = configured
+        let key = P256.Signing.PrivateKey()
+        simulator.registerSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", publicKey: key.publicKey, topics: [TestServer.bundleID])
+        let p8 = key.pemRepresentation
+        try await server.withClient { client in
+            let apiKey = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            let credential = try JSONSerialization.data(withJSONObject: ["teamId": "TEAM123456", "keyId": "KEY1234567", "privateKey": p8, "topic": TestServer.bundleID])
+            #expect(try await client.send(.put, "/v1/credentials/apns", token: apiKey, json: String(decoding: credential, as: UTF8.self)).status == .ok)
+            try await body(server, simulator, client, apiKey)
+        }
+        try await simulator.shutdown()
     }
 }
 

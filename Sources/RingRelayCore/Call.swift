@@ -1,0 +1,164 @@
+import Foundation
+
+/// Where a call came from.
+public enum CallSource: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Twilio's Call Notification webhook.
+    case twilio
+    /// Webex Calling's `telephony_push` webhook.
+    case webex
+    /// RingRelay's own calls API.
+    case native
+}
+
+/// Where a call is in its life.
+public enum CallState: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Devices are being rung.
+    case ringing
+    /// A callee device answered.
+    case accepted
+    /// A callee device declined.
+    case rejected
+    /// The caller gave up before an answer.
+    case cancelled
+    /// An accepted call finished.
+    case ended
+    /// Nobody answered within the ring timeout.
+    case missed
+    /// No device of the callee could be reached; nothing rang.
+    case unreachable
+}
+
+/// One incoming call and the ring it caused.
+public struct Call: Sendable, Hashable {
+    /// `call_…` identifier.
+    public var id: String
+    /// Owning account.
+    public var accountID: String
+    /// Where it came from.
+    public var source: CallSource
+    /// The caller as the source names it (`client:alice`, a Webex person id, an identity).
+    public var caller: String?
+    /// The identity being rung.
+    public var callee: String
+    /// Current state.
+    public var state: CallState
+    /// The source's own id for this notification (`twi_message_id`, Webex webhook `id`),
+    /// used to ring once however often it is delivered.
+    public var externalID: String?
+    /// When the call was created.
+    public var createdAt: Date
+    /// When ringing stops: no push is attempted after this.
+    public var ringDeadline: Date
+    /// When the state last changed.
+    public var updatedAt: Date
+
+    /// Creates a call.
+    public init(
+        id: String, accountID: String, source: CallSource, caller: String?, callee: String, state: CallState, externalID: String?,
+        createdAt: Date, ringDeadline: Date, updatedAt: Date
+    ) {
+        self.id = id
+        self.accountID = accountID
+        self.source = source
+        self.caller = caller
+        self.callee = callee
+        self.state = state
+        self.externalID = externalID
+        self.createdAt = createdAt
+        self.ringDeadline = ringDeadline
+        self.updatedAt = updatedAt
+    }
+}
+
+/// One attempt to reach one device for one call.
+public struct Delivery: Sendable, Hashable {
+    /// `dlv_…` identifier.
+    public var id: String
+    /// The call.
+    public var callID: String
+    /// The binding pushed to.
+    public var bindingID: String
+    /// `apns` or `fcm`.
+    public var channel: PushChannel
+    /// Push kind (`voip`, `alert`, `data`).
+    public var kind: String
+    /// `pending` until the first answer, then the outcome's disposition name.
+    public var outcome: String
+    /// HTTP status of the push service's answer.
+    public var status: Int?
+    /// The push service's reason, verbatim.
+    public var reason: String?
+    /// The push id (`apns-id`, FCM message name).
+    public var providerID: String?
+    /// Attempts made.
+    public var attempts: Int
+    /// Send-to-answer time of the last attempt, in milliseconds.
+    public var latencyMs: Double?
+    /// When the delivery was planned.
+    public var createdAt: Date
+    /// When the final answer came.
+    public var completedAt: Date?
+
+    /// The outcome name of a delivery without an answer yet.
+    public static let pending = "pending"
+
+    /// Creates a delivery.
+    public init(
+        id: String, callID: String, bindingID: String, channel: PushChannel, kind: String, outcome: String = Delivery.pending,
+        status: Int? = nil, reason: String? = nil, providerID: String? = nil, attempts: Int = 0, latencyMs: Double? = nil,
+        createdAt: Date, completedAt: Date? = nil
+    ) {
+        self.id = id
+        self.callID = callID
+        self.bindingID = bindingID
+        self.channel = channel
+        self.kind = kind
+        self.outcome = outcome
+        self.status = status
+        self.reason = reason
+        self.providerID = providerID
+        self.attempts = attempts
+        self.latencyMs = latencyMs
+        self.createdAt = createdAt
+        self.completedAt = completedAt
+    }
+
+    /// This delivery with a push outcome filled in.
+    public func completed(with outcome: PushOutcome, at date: Date) -> Delivery {
+        var copy = self
+        copy.outcome = outcome.disposition.metricName
+        copy.status = outcome.status
+        copy.reason = outcome.reason
+        copy.providerID = outcome.providerID
+        copy.attempts = outcome.attempts
+        copy.latencyMs = (outcome.latency.timeInterval * 1_000_000).rounded() / 1000
+        copy.completedAt = date
+        return copy
+    }
+}
+
+/// What creating a call with an external id found.
+public enum CallCreation: Sendable, Hashable {
+    /// The call is new.
+    case created(Call)
+    /// A call with the same source and external id exists: this is a replay.
+    case existing(Call)
+}
+
+/// Calls and their deliveries.
+public protocol CallStore: Sendable {
+    /// Creates a call, unless one with the same `(account, source, externalID)` exists.
+    func createCall(_ call: Call) async throws -> CallCreation
+    /// One call of the account.
+    func call(id: String, accountID: String) async throws -> Call?
+    /// Records planned deliveries.
+    func insertDeliveries(_ deliveries: [Delivery]) async throws
+    /// Records a delivery's answer.
+    func updateDelivery(_ delivery: Delivery) async throws
+    /// A call's deliveries, in planning order.
+    func deliveries(callID: String) async throws -> [Delivery]
+    /// Moves a call to `state`, with the time.
+    func setCallState(id: String, accountID: String, state: CallState, at date: Date) async throws
+    /// Deletes calls (and their deliveries) created before `date`. Returns how many.
+    func pruneCalls(createdBefore date: Date) async throws -> Int
+}

@@ -1,0 +1,44 @@
+import Foundation
+import Synchronization
+
+/// Per-key token buckets: `rate` requests per second on average, bursts up to `burst`.
+///
+/// Used to rate-limit each account's webhooks and calls. Time comes from a `WallClock`, so tests
+/// drive it without sleeping.
+public final class RateLimiter: Sendable {
+    private struct Bucket {
+        var tokens: Double
+        var updated: Date
+    }
+
+    /// Sustained requests per second per key.
+    public let rate: Double
+    /// Largest burst per key.
+    public let burst: Double
+    private let clock: any WallClock
+    private let buckets = Mutex<[String: Bucket]>([:])
+
+    /// Creates a limiter; a `rate` of 0 disables limiting.
+    public init(rate: Double, burst: Double, clock: any WallClock) {
+        self.rate = rate
+        self.burst = max(1, burst)
+        self.clock = clock
+    }
+
+    /// Takes one token for `key`. Returns `nil` when allowed, or how long to wait before retrying.
+    public func acquire(_ key: String) -> Duration? {
+        guard rate > 0 else { return nil }
+        let now = clock.now
+        return buckets.withLock { buckets in
+            var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
+            bucket.tokens = min(burst, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate)
+            bucket.updated = now
+            defer { buckets[key] = bucket }
+            if bucket.tokens >= 1 {
+                bucket.tokens -= 1
+                return nil
+            }
+            return .milliseconds(Int64(((1 - bucket.tokens) / rate * 1000).rounded(.up)))
+        }
+    }
+}

@@ -1,0 +1,280 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import Metrics
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import RingRelayCore
+import ServiceLifecycle
+import Synchronization
+
+/// The answer to one attempt, before any retry decision.
+public struct FCMAttempt: Sendable, Hashable {
+    /// HTTP status; `nil` when no answer arrived (or no access token could be had).
+    public var status: Int?
+    /// The FCM error code (`UNREGISTERED`, …), else the RPC status (`UNAUTHENTICATED`, …), or our
+    /// own reason (`Timeout`, `ConnectionError`, `OAuthInvalidGrant`, …); `nil` on success.
+    public var reason: String?
+    /// Google's error message, or the token endpoint's `error_description`.
+    public var message: String?
+    /// What this answer alone means.
+    public var disposition: PushDisposition
+    /// The message name FCM returned, `projects/{project_id}/messages/{message_id}`.
+    public var messageName: String?
+    /// The `Retry-After` FCM asked for.
+    public var retryAfter: Duration?
+    /// Time from sending to the answer.
+    public var latency: Duration
+}
+
+/// RingRelay's FCM HTTP v1 client: one AsyncHTTPClient for every account, HTTP/2 when the server
+/// offers it, so messages share connections; access tokens from one ``FCMTokenManager``.
+///
+/// Run it as a `Service`: on shutdown it closes its connections after in-flight sends end; sends
+/// after that fail with `ConnectionError`.
+///
+/// ```swift
+/// let client = try FCMClient(configuration: .init(), clock: SystemWallClock(), logger: logger, metricsFactory: factory)
+/// let request = try FCMRequest(token: binding.token, data: ["ringrelay": json], expiresAt: ringEnd, now: Date())
+/// let outcome = await client.push(request, credential: credential, deadline: ringEnd)
+/// ```
+public final class FCMClient: Service, Sendable {
+    private let configuration: FCMConfiguration
+    private let clock: any WallClock
+    private let logger: Logger
+    private let metrics: FCMMetrics
+    private let transport: FCMTransport
+    private let tokens: FCMTokenManager
+    private let sleep: @Sendable (Duration) async throws -> Void
+
+    /// Creates a client.
+    ///
+    /// - Parameters:
+    ///   - configuration: endpoint, trust roots, timeouts.
+    ///   - clock: time source for access tokens, assertions and ring deadlines.
+    ///   - logger: for connection and token endpoint events; messages are logged by the caller.
+    ///   - metricsFactory: where push metrics go.
+    ///   - sleep: how back-off waits (tests pass a recorder).
+    /// - Throws: when `extraTrustRootsFile` cannot be read as PEM certificates.
+    public init(
+        configuration: FCMConfiguration, clock: any WallClock, logger: Logger, metricsFactory: any MetricsFactory,
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
+    ) throws {
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+        let metrics = FCMMetrics(factory: metricsFactory)
+        self.metrics = metrics
+        self.sleep = sleep
+        var extraTrustRoots: [NIOSSLCertificate] = []
+        if let file = configuration.extraTrustRootsFile {
+            do {
+                extraTrustRoots = try NIOSSLCertificate.fromPEMFile(file)
+            } catch {
+                throw RingRelayError(
+                    .unavailable, code: "push_ca_file_unusable", "Cannot read PEM certificates from \(file).", underlying: error)
+            }
+        }
+        let transport = FCMTransport(extraTrustRoots: extraTrustRoots, logger: logger)
+        self.transport = transport
+        let timeout = configuration.requestTimeout
+        self.tokens = FCMTokenManager(
+            clock: clock, refreshMargin: configuration.tokenRefreshMargin, rejectionHoldOff: configuration.rejectedAccountHoldOff,
+            exchange: { account, assertion async throws(FCMOAuthError) -> FCMTokenGrant in
+                try await FCMOAuthExchange.exchange(assertion, for: account, transport: transport, timeout: timeout, logger: logger)
+            },
+            onMint: { metrics.tokenMinted() })
+    }
+
+    // MARK: Service
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// Closes the connections, waiting for in-flight sends. Later sends fail with `ConnectionError`.
+    public func shutdown() async {
+        await transport.shutdown()
+    }
+
+    // MARK: Sending
+
+    /// Sends a message, retrying transient failures with jittered back-off while `deadline` allows.
+    ///
+    /// Never throws: every failure is a ``PushOutcome`` with a disposition. A `Retry-After` is
+    /// waited on top of the jittered back-off, and only when the retry still starts before the
+    /// deadline. A 401 on an access token older than a minute replaces the token and tries again.
+    /// - Parameters:
+    ///   - request: the built message.
+    ///   - credential: the account's service account.
+    ///   - deadline: no attempt starts after this (the ring's end).
+    public func push(_ request: FCMRequest, credential: FCMCredential, deadline: Date) async -> PushOutcome {
+        var attempts = 0
+        while true {
+            attempts += 1
+            let tracked = await sendTracked(request, credential: credential)
+            let attempt = tracked.attempt
+            var disposition = attempt.disposition
+            if attempt.status == 401, tracked.errorCode == nil, let sentToken = tracked.sentToken {
+                // FCM no longer takes this access token (revoked, or expired early). A token minted
+                // under a minute ago means the account itself is refused: report, don't mint again.
+                disposition = await tokens.reportRejected(sentToken, for: credential) ? .retry : .fixConfiguration
+            }
+            let wait = (attempt.retryAfter ?? .zero) + Self.backoff(attempt: attempts, base: configuration.retryBaseDelay)
+            let retryFits = clock.now.addingTimeInterval(wait.timeInterval) < deadline
+            if disposition != .retry || attempts >= configuration.maxAttempts || !retryFits {
+                let outcome = PushOutcome(
+                    disposition: disposition, status: attempt.status, reason: attempt.reason, providerID: attempt.messageName,
+                    latency: attempt.latency, attempts: attempts)
+                metrics.record(outcome)
+                return outcome
+            }
+            try? await sleep(wait)
+        }
+    }
+
+    /// Sends one attempt and reports what came back, without retrying.
+    public func send(_ request: FCMRequest, credential: FCMCredential) async -> FCMAttempt {
+        await sendTracked(request, credential: credential).attempt
+    }
+
+    private func sendTracked(_ request: FCMRequest, credential: FCMCredential) async -> TrackedAttempt {
+        let start = ContinuousClock.now
+        func failure(_ reason: String, _ disposition: PushDisposition, message: String? = nil) -> TrackedAttempt {
+            TrackedAttempt(
+                attempt: FCMAttempt(
+                    status: nil, reason: reason, message: message, disposition: disposition, messageName: nil, retryAfter: nil,
+                    latency: ContinuousClock.now - start))
+        }
+        guard let client = transport.client() else { return failure("ConnectionError", .retry, message: "the FCM client is shut down") }
+        let token: FCMAccessToken
+        do {
+            token = try await tokens.token(for: credential)
+        } catch {
+            return failure(error.reason, error.disposition, message: error.detail)
+        }
+
+        var http = HTTPClientRequest(url: configuration.sendURL(projectID: credential.projectID))
+        http.method = .POST
+        http.headers.add(name: "content-type", value: "application/json; charset=UTF-8")
+        http.headers.add(name: "authorization", value: "Bearer " + token.value)
+        http.body = .bytes(ByteBuffer(bytes: request.body))
+        let sent = ContinuousClock.now
+        do {
+            let response = try await client.execute(http, timeout: TimeAmount(configuration.requestTimeout))
+            let body = try await response.body.collect(upTo: 64 * 1024)
+            let latency = ContinuousClock.now - sent
+            metrics.recordLatency(latency)
+            let status = Int(response.status.code)
+            if (200..<300).contains(status) {
+                let name = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any])?["name"] as? String
+                return TrackedAttempt(
+                    attempt: FCMAttempt(
+                        status: status, reason: nil, message: nil, disposition: .delivered, messageName: name, retryAfter: nil,
+                        latency: latency),
+                    sentToken: token.value)
+            }
+            let error = FCMErrorBody(json: Data(body.readableBytesView))
+            let attempt = FCMAttempt(
+                status: status, reason: error?.reason(httpStatus: status) ?? "HTTP\(status)", message: error?.message,
+                disposition: FCMDispositionRules.disposition(status: status, error: error), messageName: nil,
+                retryAfter: Self.retryAfter(response.headers.first(name: "retry-after"), now: clock.now), latency: latency)
+            return TrackedAttempt(attempt: attempt, sentToken: token.value, errorCode: error?.errorCode)
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            return failure("Timeout", .retry)
+        } catch {
+            logger.debug("FCM connection error", metadata: ["push.reason": "\(error)"])
+            return failure("ConnectionError", .retry)
+        }
+    }
+
+    /// An attempt with the access token it carried (kept out of the public value: it is a credential).
+    private struct TrackedAttempt {
+        var attempt: FCMAttempt
+        var sentToken: String?
+        var errorCode: FCMErrorCode?
+    }
+
+    /// Full-jitter exponential back-off: uniformly 0…base·2^(attempt-1).
+    static func backoff(attempt: Int, base: Duration) -> Duration {
+        let ceiling = base * (1 << min(attempt - 1, 10))
+        return .nanoseconds(Int64.random(in: 0...max(1, ceiling.nanoseconds)))
+    }
+
+    /// `Retry-After` as seconds or an HTTP date, capped at an hour; `nil` when absent or unreadable.
+    static func retryAfter(_ value: String?, now: Date) -> Duration? {
+        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        if let seconds = Int(value) { return .seconds(min(max(0, seconds), 3600)) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: value) else { return nil }
+        return .milliseconds(Int64(min(max(0, date.timeIntervalSince(now)), 3600) * 1000))
+    }
+}
+
+/// The one AsyncHTTPClient of an ``FCMClient``, created at the first send and closed once.
+final class FCMTransport: Sendable {
+    private enum State {
+        case idle
+        case running(HTTPClient)
+        case shutDown
+    }
+
+    private let state = Mutex(State.idle)
+    private let extraTrustRoots: [NIOSSLCertificate]
+    private let logger: Logger
+
+    init(extraTrustRoots: [NIOSSLCertificate], logger: Logger) {
+        self.extraTrustRoots = extraTrustRoots
+        self.logger = logger
+    }
+
+    /// The client, created on first use; `nil` after ``shutdown()``.
+    func client() -> HTTPClient? {
+        state.withLock { state in
+            switch state {
+            case .running(let client):
+                return client
+            case .shutDown:
+                return nil
+            case .idle:
+                let client = makeClient()
+                state = .running(client)
+                return client
+            }
+        }
+    }
+
+    func shutdown() async {
+        let client = state.withLock { state -> HTTPClient? in
+            defer { state = .shutDown }
+            if case .running(let client) = state { return client }
+            return nil
+        }
+        try? await client?.shutdown()
+    }
+
+    private func makeClient() -> HTTPClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if !extraTrustRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraTrustRoots)] }
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        // HTTP/2 when ALPN offers it (Google does): many messages share one connection as streams.
+        configuration.httpVersion = .automatic
+        configuration.decompression = .disabled
+        configuration.redirectConfiguration = .disallow
+        configuration.connectionPool = .init(idleTimeout: .seconds(300))
+        configuration.timeout = .init(connect: .seconds(10))
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        self = .nanoseconds(duration.nanoseconds)
+    }
+}

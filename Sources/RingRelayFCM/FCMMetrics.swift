@@ -1,0 +1,30 @@
+import Metrics
+import RingRelayCore
+
+/// FCM metrics, recorded through swift-metrics into the factory the server passes in.
+struct FCMMetrics: Sendable {
+    let factory: any MetricsFactory
+
+    /// Counts a message's final outcome by disposition and reason (the same metric as APNs).
+    func record(_ outcome: PushOutcome) {
+        Counter(
+            label: "ringrelay_push_total",
+            dimensions: [
+                ("channel", "fcm"), ("kind", FCMRequest.kind), ("outcome", outcome.disposition.metricName),
+                ("reason", outcome.reason ?? "none"),
+            ],
+            factory: factory
+        ).increment()
+    }
+
+    /// Records one send attempt's send-to-answer time.
+    func recordLatency(_ latency: Duration) {
+        Timer(label: "ringrelay_push_duration_seconds", dimensions: [("channel", "fcm"), ("kind", FCMRequest.kind)], factory: factory)
+            .recordNanoseconds(latency.nanoseconds)
+    }
+
+    /// Counts one access token minted at a token endpoint.
+    func tokenMinted() {
+        Counter(label: "ringrelay_fcm_oauth_mints_total", factory: factory).increment()
+    }
+}

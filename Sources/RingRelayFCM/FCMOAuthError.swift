@@ -1,0 +1,41 @@
+import RingRelayCore
+
+/// Why no access token could be had for a service account. Never carries key material,
+/// assertions or tokens.
+public struct FCMOAuthError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The outcome reason: `OAuth` + the token endpoint's `error` in PascalCase (`OAuthInvalidGrant`,
+    /// `OAuthInvalidScope`, …), `OAuthUnavailable`, `OAuthTimeout`, `OAuthConnectionError`,
+    /// `OAuthInvalidResponse`, or `InvalidCredential` when the key cannot sign.
+    public var reason: String
+    /// What to do about it: ``PushDisposition/fixConfiguration`` for rejected credentials,
+    /// ``PushDisposition/retry`` for transient trouble at the token endpoint.
+    public var disposition: PushDisposition
+    /// The token endpoint's HTTP status, when it answered.
+    public var status: Int?
+    /// What went wrong, e.g. Google's `error_description`.
+    public var detail: String
+
+    /// Creates an error.
+    public init(reason: String, disposition: PushDisposition, status: Int? = nil, detail: String) {
+        self.reason = reason
+        self.disposition = disposition
+        self.status = status
+        self.detail = detail
+    }
+
+    /// The stored service account cannot be used to sign (missing or unreadable key).
+    public static func invalidCredential(_ detail: String) -> FCMOAuthError {
+        FCMOAuthError(reason: "InvalidCredential", disposition: .fixConfiguration, detail: detail)
+    }
+
+    /// The reason for a token endpoint `error` code: `invalid_grant` → `OAuthInvalidGrant`.
+    public static func reason(forOAuthError error: String) -> String {
+        let words = error.split(whereSeparator: { !$0.isLetter && !$0.isNumber })
+        let name = words.map { $0.prefix(1).uppercased() + $0.dropFirst().lowercased() }.joined()
+        return "OAuth" + (name.isEmpty ? "Error" : name)
+    }
+
+    public var description: String {
+        "\(reason): \(detail)"
+    }
+}

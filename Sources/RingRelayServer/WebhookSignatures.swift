@@ -1,0 +1,82 @@
+import Crypto
+import Foundation
+
+/// Twilio's `X-Twilio-Signature`, checked the way Twilio's own `RequestValidator` does.
+///
+/// The signature is base64 HMAC-SHA1, keyed with the auth token, over the full URL Twilio
+/// requested followed, for form posts, by every parameter name and value in sorted order. JSON
+/// bodies are covered by a `bodySHA256` query parameter instead. Because Twilio's own signing is
+/// inconsistent about default ports, both the URL without its port and with the scheme's default
+/// port are accepted.
+enum TwilioSignature {
+    /// Whether `signature` is valid for a request.
+    ///
+    /// - Parameters:
+    ///   - url: the URL as Twilio saw it, with its query string.
+    ///   - body: the raw body.
+    ///   - isForm: whether the body is `application/x-www-form-urlencoded`.
+    static func isValid(signature: String, url: String, body: [UInt8], isForm: Bool, authToken: String) -> Bool {
+        guard let components = URLComponents(string: url) else { return false }
+        var suffix = ""
+        if isForm {
+            suffix = formSuffix(body)
+        } else {
+            // A JSON body is covered by its hash, carried in the URL Twilio signed.
+            guard let expected = components.queryItems?.first(where: { $0.name == "bodySHA256" })?.value,
+                Secrets.constantTimeEqual(expected.lowercased(), sha256Hex(body))
+            else { return false }
+        }
+        let candidates = [url, withoutPort(components), withDefaultPort(components)].compactMap { $0 }
+        return candidates.contains { candidate in
+            Secrets.constantTimeEqual(sign(candidate + suffix, authToken: authToken), signature)
+        }
+    }
+
+    /// The signature for a string: base64 HMAC-SHA1 keyed with the auth token.
+    static func sign(_ text: String, authToken: String) -> String {
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: Data(text.utf8), using: SymmetricKey(data: Data(authToken.utf8)))
+        return Data(mac).base64EncodedString()
+    }
+
+    /// Sorted `name + value` pairs of a form body; duplicate values are sorted and deduplicated.
+    static func formSuffix(_ body: [UInt8]) -> String {
+        var values: [String: Set<String>] = [:]
+        for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = decodeFormComponent(parts[0])
+            let value = parts.count > 1 ? decodeFormComponent(parts[1]) : ""
+            values[name, default: []].insert(value)
+        }
+        return values.keys.sorted().map { name in values[name, default: []].sorted().map { name + $0 }.joined() }.joined()
+    }
+
+    private static func decodeFormComponent(_ text: Substring) -> String {
+        String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(text)
+    }
+
+    private static func withoutPort(_ components: URLComponents) -> String? {
+        var copy = components
+        copy.port = nil
+        return copy.string
+    }
+
+    private static func withDefaultPort(_ components: URLComponents) -> String? {
+        guard components.port == nil else { return nil }
+        var copy = components
+        copy.port = components.scheme == "https" ? 443 : 80
+        return copy.string
+    }
+
+    static func sha256Hex(_ bytes: [UInt8]) -> String {
+        SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+/// Webex's `X-Spark-Signature`: lowercase hex HMAC-SHA1 of the raw body, keyed with the webhook secret.
+enum WebexSignature {
+    static func isValid(signature: String, body: [UInt8], secret: String) -> Bool {
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: body, using: SymmetricKey(data: Data(secret.utf8)))
+        let expected = mac.map { String(format: "%02x", $0) }.joined()
+        return Secrets.constantTimeEqual(expected, signature.lowercased())
+    }
+}

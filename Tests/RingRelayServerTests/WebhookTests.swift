@@ -1,0 +1,286 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import NIOCore
+import RingRelayAPNs
+@testable import RingRelayServer
+import RingRelayTesting
+import RingRelayWire
+import Testing
+
+/// Provider webhooks end to end: signed as Twilio's and Webex's libraries sign, through the
+/// server, to the APNs simulator over HTTP/2+TLS.
+@Suite struct WebhookTests {
+    static let twilioSID = "AC0123456789abcdef0123456789abcdef"
+    static let twilioToken = "twilio-auth-token-for-tests"
+    static let webexSecret = "somesupersecretphrase"
+    /// The authority router tests give every request.
+    static let host = "localhost"
+    /// The public host a proxy forwards for.
+    static let publicHost = "ringrelay.test"
+
+    /// Signs like twilio-python's RequestValidator: base64 HMAC-SHA1 over the URL (JSON bodies
+    /// are covered by the bodySHA256 query parameter).
+    static func twilioSignature(url: String, token: String = twilioToken) -> String {
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: Data(url.utf8), using: SymmetricKey(data: Data(token.utf8)))
+        return Data(mac).base64EncodedString()
+    }
+
+    static func sha256(_ bytes: [UInt8]) -> String {
+        SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Posts a Twilio Call Notification, signed for `http://ringrelay.test<path>?bodySHA256=…`.
+    static func postTwilio(
+        _ client: any TestClientProtocol, accountID: String, body: String, signature: String? = nil, extraHeaders: HTTPFields = [:]
+    ) async throws -> TestResponse {
+        let bytes = Array(body.utf8)
+        let path = "/v1/webhooks/twilio/\(accountID)?bodySHA256=\(sha256(bytes))"
+        var headers = extraHeaders
+        headers[.contentType] = "application/json"
+        headers[HTTPField.Name("X-Twilio-Signature")!] = signature ?? twilioSignature(url: "http://\(host)\(path)")
+        return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(bytes: bytes))
+    }
+
+    static func postWebex(_ client: any TestClientProtocol, accountID: String, body: [UInt8], secret: String = webexSecret) async throws -> TestResponse {
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: body, using: SymmetricKey(data: Data(secret.utf8)))
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[HTTPField.Name("X-Spark-Signature")!] = mac.map { String(format: "%02x", $0) }.joined()
+        return try await client.execute(uri: "/v1/webhooks/webex/\(accountID)", method: .post, headers: headers, body: ByteBuffer(bytes: body))
+    }
+
+    static func twilioBody(to: String = "client:bob", messageID: String = "WB0001") -> String {
+        #"{"twi_account_sid":"\#(twilioSID)","twi_bridge_token":"eyJraXRva2Vu","twi_call_sid":"CA0001","twi_from":"client:alice","twi_message_id":"\#(messageID)","twi_message_type":"twilio.voice.call","twi_to":"\#(to)"}"#
+    }
+
+    /// Uploads Twilio and Webex credentials and returns the account id.
+    static func configureProviders(_ client: any TestClientProtocol, key: String, admin: String) async throws -> String {
+        #expect(
+            try await client.send(.put, "/v1/credentials/twilio", token: key, json: #"{"accountSid":"\#(twilioSID)","authToken":"\#(twilioToken)"}"#)
+                .status == .ok)
+        #expect(try await client.send(.put, "/v1/credentials/webex", token: key, json: #"{"secret":"\#(webexSecret)"}"#).status == .ok)
+        let accounts = try await client.send(.get, "/v1/accounts", token: admin).decode(AccountList.self)
+        return try #require(accounts.data.first { $0.name == "acme" }).id
+    }
+
+    @Test func twilioRingsEveryDeviceAndTheDeadOneIsInvalidated() async throws {
+        try await TestServer.withPushServer(configure: {
+            $0.webhookWait = .milliseconds(1500)
+            $0.apns.requestTimeout = .seconds(6)
+        }) { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            let good = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 1))"}"#, token: key)
+            let dead = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 2))"}"#, token: key)
+            let slow = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 3))"}"#, token: key)
+            simulator.setBehaviour(.respond(status: 410, reason: "Unregistered", timestamp: Date().addingTimeInterval(60)), forDeviceToken: apnsToken(seed: 2))
+            simulator.setBehaviour(.delay(.seconds(3)), forDeviceToken: apnsToken(seed: 3))
+            // A first success lifts APNs' one-stream limit on the new connection; before it, the slow
+            // device's stream would hold the others back.
+            #expect(try await client.send(.post, "/v1/bindings/\(good.id)/test", token: key).decode(TestPushResult.self).outcome == "delivered")
+            simulator.reset()
+            simulator.setBehaviour(.respond(status: 410, reason: "Unregistered", timestamp: Date().addingTimeInterval(60)), forDeviceToken: apnsToken(seed: 2))
+            simulator.setBehaviour(.delay(.seconds(3)), forDeviceToken: apnsToken(seed: 3))
+
+            let body = Self.twilioBody()
+            let started = ContinuousClock.now
+            let response = try await Self.postTwilio(client, accountID: accountID, body: body)
+            let waited = ContinuousClock.now - started
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            let rang = try response.decode(WebhookRingResponse.self)
+            let byBinding = Dictionary(uniqueKeysWithValues: rang.deliveries.map { ($0.bindingId, $0) })
+            #expect(byBinding[good.id]?.outcome == "delivered")
+            #expect(byBinding[dead.id]?.outcome == "invalidate_binding")
+            // The slow device did not hold the answer beyond the bounded wait.
+            #expect(byBinding[slow.id]?.outcome == "pending")
+            #expect(waited < .seconds(3))
+
+            // The exact bytes Twilio sent, with only an empty aps added.
+            let pushed = try #require(simulator.received.first { $0.deviceToken == apnsToken(seed: 1) })
+            #expect(String(decoding: pushed.payload, as: UTF8.self) == #"{"aps":{},"# + body.dropFirst())
+            #expect(pushed.headers["apns-push-type"] == "voip")
+            #expect(pushed.headers["apns-expiration"] == "0")
+
+            #expect(try await client.send(.get, "/v1/bindings/\(dead.id)", token: key).decode(BindingResource.self).status == "invalid")
+
+            // The slow one finishes in the background and is recorded.
+            var call = try await client.send(.get, "/v1/calls/\(rang.callId)", token: key).decode(CallResource.self)
+            for _ in 0..<50 where call.deliveries.contains(where: { $0.outcome == "pending" }) {
+                try await Task.sleep(for: .milliseconds(100))
+                call = try await client.send(.get, "/v1/calls/\(rang.callId)", token: key).decode(CallResource.self)
+            }
+            #expect(call.source == "twilio")
+            #expect(call.to == "bob")
+            #expect(call.from == "client:alice")
+            #expect(call.deliveries.first { $0.bindingId == slow.id }?.outcome == "delivered")
+            #expect(call.deliveries.count == 3)
+
+            // Bob's device may read the call; Carol's may not.
+            let bob = try await client.accessToken(identity: "bob", key: key)
+            let carol = try await client.accessToken(identity: "carol", key: key)
+            #expect(try await client.send(.get, "/v1/calls/\(rang.callId)", token: bob).status == .ok)
+            #expect(try await client.send(.get, "/v1/calls/\(rang.callId)", token: carol).status == .notFound)
+
+            let metrics = String(buffer: try await client.send(.get, "/metrics").body)
+            #expect(metrics.contains(#"ringrelay_webhooks_total{provider="twilio",result="rang"} 1"#))
+            #expect(metrics.contains("ringrelay_call_to_first_push_seconds_count 1"))
+        }
+    }
+
+    @Test func theSameTwilioNotificationRingsOnce() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 4))"}"#, token: key)
+            let first = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBreplay")).decode(WebhookRingResponse.self)
+            let second = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBreplay"))
+            #expect(second.status == .ok)
+            #expect(try second.decode(WebhookRingResponse.self).callId == first.callId)
+            #expect(simulator.received.count == 1)
+            let third = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBother")).decode(WebhookRingResponse.self)
+            #expect(third.callId != first.callId)
+            #expect(simulator.received.count == 2)
+
+            // An unknown identity answers 404, and so does its replay.
+            for _ in 0..<2 {
+                let unknown = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(to: "client:nobody", messageID: "WBnobody"))
+                #expect(unknown.status == .notFound)
+                #expect(unknown.errorCode == "no_reachable_device")
+            }
+        }
+    }
+
+    @Test func twilioSignaturesAreEnforced() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 5))"}"#, token: key)
+            let body = Self.twilioBody(messageID: "WBsig")
+            let wrong = try await Self.postTwilio(client, accountID: accountID, body: body, signature: Self.twilioSignature(url: "http://\(Self.host)/x", token: "wrong"))
+            #expect(wrong.status == .forbidden)
+            #expect(wrong.errorCode == "invalid_signature")
+
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            let unsigned = try await client.execute(uri: "/v1/webhooks/twilio/\(accountID)", method: .post, headers: headers, body: ByteBuffer(string: body))
+            #expect(unsigned.status == .forbidden)
+            #expect(unsigned.errorCode == "missing_signature")
+
+            // Behind a TLS proxy, Twilio signed https://…; honoured only with --trust-proxy.
+            let bytes = Array(body.utf8)
+            let path = "/v1/webhooks/twilio/\(accountID)?bodySHA256=\(Self.sha256(bytes))"
+            var proxied = HTTPFields()
+            proxied[HTTPField.Name("X-Forwarded-Proto")!] = "https"
+            proxied[HTTPField.Name("X-Forwarded-Host")!] = Self.publicHost
+            proxied[.contentType] = "application/json"
+            proxied[HTTPField.Name("X-Twilio-Signature")!] = Self.twilioSignature(url: "https://\(Self.publicHost)\(path)")
+            let untrusted = try await client.execute(uri: path, method: .post, headers: proxied, body: ByteBuffer(bytes: bytes))
+            #expect(untrusted.status == .forbidden)
+
+            // Another Twilio account's notification signed with our token is still refused.
+            let foreign = Self.twilioBody(messageID: "WBforeign").replacingOccurrences(of: Self.twilioSID, with: "AC99999999999999999999999999999999")
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: foreign).errorCode == "account_sid_mismatch")
+            // An unknown account cannot be told apart from a bad signature.
+            #expect(try await Self.postTwilio(client, accountID: "acc_unknown", body: body).errorCode == "invalid_signature")
+            #expect(simulator.received.isEmpty)
+        }
+    }
+
+    @Test func trustProxyUsesTheForwardedURL() async throws {
+        try await TestServer.withPushServer(configure: { $0.trustProxy = true }) { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 6))"}"#, token: key)
+            let bytes = Array(Self.twilioBody(messageID: "WBproxy").utf8)
+            let path = "/v1/webhooks/twilio/\(accountID)?bodySHA256=\(Self.sha256(bytes))"
+            var headers = HTTPFields()
+            headers[HTTPField.Name("X-Forwarded-Proto")!] = "https"
+            headers[HTTPField.Name("X-Forwarded-Host")!] = Self.publicHost
+            headers[.contentType] = "application/json"
+            // Twilio's own signing sometimes includes the default port: accepted.
+            headers[HTTPField.Name("X-Twilio-Signature")!] = Self.twilioSignature(url: "https://\(Self.publicHost):443\(path)")
+            let response = try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(bytes: bytes))
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            #expect(simulator.received.count == 1)
+        }
+    }
+
+    @Test func malformedTwilioBodiesNeverCauseAServerError() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            let cases: [(String, HTTPResponse.Status)] = [
+                ("", .badRequest), ("{", .badRequest), ("[]", .badRequest), ("null", .badRequest), ("\"x\"", .badRequest),
+                (#"{"twi_to":"client:bob","twi_message_id":"WB1"}"#, .unprocessableContent),
+                (#"{"twi_account_sid":"\#(Self.twilioSID)","twi_message_id":"WB1"}"#, .unprocessableContent),
+                (#"{"twi_account_sid":"\#(Self.twilioSID)","twi_to":7,"twi_message_id":"WB1"}"#, .unprocessableContent),
+                (#"{"twi_account_sid":"\#(Self.twilioSID)","twi_to":"client:","twi_message_id":"WB1"}"#, .unprocessableContent),
+                (#"{"twi_account_sid":"\#(Self.twilioSID)","twi_to":"client:\#(String(repeating: "b", count: 300))","twi_message_id":"WB1"}"#, .unprocessableContent),
+            ]
+            for (body, status) in cases {
+                let response = try await Self.postTwilio(client, accountID: accountID, body: body)
+                #expect(response.status == status, "\(body) → \(response.status) \(String(buffer: response.body))")
+            }
+            let big = try await Self.postTwilio(client, accountID: accountID, body: String(repeating: " ", count: 70_000))
+            #expect(big.status == .contentTooLarge)
+            #expect(simulator.received.isEmpty)
+        }
+    }
+
+    @Test func webexTelephonyPushRingsWithThePayloadBytesUnchanged() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            let person = "Y2lzY29zcGFyazovL3VzL1BFT1BMRS9TWU5USEVUSUMtQ0FMTEVF"
+            _ = try await client.createBinding(#"{"identity":"\#(person)","type":"apns_voip","token":"\#(apnsToken(seed: 7))"}"#, token: key)
+            let apnsPayload = #"{ "pushid" : "p-1",  "caller":{"name":"Ann \u00e9"} }"#
+            let body = Array(
+                #"{"id":"Y2lzY29zcGFyazovL3VzL1dFQkhPT0sv","name":"Firehose","resource":"telephony_push","event":"updated","actorId":"\#(person)","data":{"apnsPayload":\#(apnsPayload),"fcmPayload":{"k":"v"}}}"#.utf8)
+            let response = try await Self.postWebex(client, accountID: accountID, body: body)
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            let pushed = try #require(simulator.received.first)
+            #expect(String(decoding: pushed.payload, as: UTF8.self) == #"{"aps":{}, "pushid" : "p-1",  "caller":{"name":"Ann \u00e9"} }"#)
+
+            // The same delivery again rings once.
+            #expect(try await Self.postWebex(client, accountID: accountID, body: body).status == .ok)
+            #expect(simulator.received.count == 1)
+
+            let other = Array(#"{"id":"x","resource":"messages","event":"created","actorId":"someone","data":{}}"#.utf8)
+            let ignored = try await Self.postWebex(client, accountID: accountID, body: other)
+            #expect(ignored.status == .ok)
+            #expect(try ignored.decode(WebhookIgnoredResponse.self).ignored == "messages/created")
+
+            #expect(try await Self.postWebex(client, accountID: accountID, body: body, secret: "wrong").status == .forbidden)
+            let noData = Array(#"{"id":"y","resource":"telephony_push","event":"updated","actorId":"\#(person)"}"#.utf8)
+            #expect(try await Self.postWebex(client, accountID: accountID, body: noData).status == .unprocessableContent)
+            let garbage = Array("not json".utf8)
+            #expect(try await Self.postWebex(client, accountID: accountID, body: garbage).status == .badRequest)
+            #expect(simulator.received.count == 1)
+        }
+    }
+
+    @Test func webhooksAreRateLimitedPerAccount() async throws {
+        try await TestServer.withPushServer(configure: { $0.rateLimit = 1; $0.rateLimitBurst = 2 }) { server, _, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 8))"}"#, token: key)
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBr1")).status == .ok)
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBr2")).status == .ok)
+            let limited = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBr3"))
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.headers[.retryAfter] == "1")
+            server.clock.advance(by: 1)
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBr3")).status == .ok)
+        }
+    }
+
+    @Test func callRecordsArePrunedAfterTheRetention() async throws {
+        try await TestServer.withPushServer { server, _, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 9))"}"#, token: key)
+            let rang = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBold")).decode(WebhookRingResponse.self)
+            let pruner = CallPruner(store: server.store, retention: .seconds(7 * 86_400), clock: server.clock, logger: .init(label: "test"))
+            await pruner.prune()
+            #expect(try await client.send(.get, "/v1/calls/\(rang.callId)", token: key).status == .ok)
+            server.clock.advance(by: 7 * 86_400 + 1)
+            await pruner.prune()
+            #expect(try await client.send(.get, "/v1/calls/\(rang.callId)", token: key).status == .notFound)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import RingRelayCore
+import RingRelayTesting
+import Testing
+
+@testable import RingRelayServer
+
+/// The reference fixtures, beside the repository.
+enum Fixtures {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("shared/reference/fixtures")
+
+    static func json(_ path: String) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent(path))) as? [String: Any] ?? [:]
+    }
+
+    static func bytes(_ path: String) throws -> [UInt8] {
+        Array(try Data(contentsOf: root.appendingPathComponent(path)))
+    }
+}
+
+@Suite struct TwilioSignatureTests {
+    @Test func formVectorsFromTwiliosOwnTests() throws {
+        let vectors = try Fixtures.json("twilio/request-validator-vectors.json")
+        let token = try #require(vectors["auth_token"] as? String)
+        let form = try #require(vectors["form"] as? [String: Any])
+        let params = try #require(form["params"] as? [String: String])
+        let body = Array(params.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }.joined(separator: "&").utf8)
+        let url = try #require(form["url"] as? String)
+        let signature = try #require(form["expected_signature"] as? String)
+        #expect(TwilioSignature.isValid(signature: signature, url: url, body: body, isForm: true, authToken: token))
+        // Twilio may have signed the URL with the default port: accepted too.
+        let withPort = try #require(form["expected_signature_url_with_port_443"] as? String)
+        #expect(TwilioSignature.isValid(signature: withPort, url: url, body: body, isForm: true, authToken: token))
+        let http = try #require(form["http_variant"] as? [String: String])
+        #expect(TwilioSignature.isValid(signature: http["expected_signature_url_with_port_80"]!, url: http["url"]!, body: body, isForm: true, authToken: token))
+        let custom = try #require(form["http_port_1234_variant"] as? [String: String])
+        #expect(TwilioSignature.isValid(signature: custom["expected_signature"]!, url: custom["url"]!, body: body, isForm: true, authToken: token))
+        #expect(!TwilioSignature.isValid(signature: signature, url: url, body: body, isForm: true, authToken: "54321"))
+        #expect(!TwilioSignature.isValid(signature: signature, url: url + "&x=1", body: body, isForm: true, authToken: token))
+    }
+
+    @Test func duplicateParametersAreSortedAndDeduplicated() throws {
+        let vectors = try Fixtures.json("twilio/request-validator-vectors.json")
+        let duplicates = try #require(vectors["form_duplicates"] as? [String: Any])
+        let pairs = try #require(duplicates["params_multidict"] as? [[String]])
+        let body = Array(pairs.map { "\($0[0])=\($0[1])" }.joined(separator: "&").utf8)
+        #expect(
+            TwilioSignature.isValid(
+                signature: duplicates["expected_signature"] as! String, url: duplicates["url"] as! String, body: body, isForm: true,
+                authToken: "12345"))
+    }
+
+    @Test func jsonBodyIsCoveredByBodySHA256() throws {
+        let vectors = try Fixtures.json("twilio/request-validator-vectors.json")
+        let json = try #require(vectors["json_body"] as? [String: String])
+        let body = Array(json["body"]!.utf8)
+        #expect(TwilioSignature.sha256Hex(body) == json["body_sha256_hex"])
+        #expect(TwilioSignature.isValid(signature: json["expected_signature"]!, url: json["url"]!, body: body, isForm: false, authToken: "12345"))
+        // A changed body no longer matches its hash.
+        #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: json["url"]!, body: body + [0x20], isForm: false, authToken: "12345"))
+        // Without bodySHA256 a JSON body cannot be verified.
+        #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: "https://mycompany.com/myapp.php?foo=1&bar=2", body: body, isForm: false, authToken: "12345"))
+    }
+}
+
+@Suite struct WebexSignatureTests {
+    @Test func vectorsOverTheExactBytes() throws {
+        let vectors = try Fixtures.json("webex/x-spark-signature-vectors.json")
+        let secret = try #require(vectors["secret"] as? String)
+        let cases = try #require(vectors["cases"] as? [[String: Any]])
+        #expect(cases.count == 2)
+        for item in cases {
+            let body = try Fixtures.bytes("webex/" + (item["body_file"] as! String))
+            #expect(body.count == item["body_len"] as? Int)
+            let expected = try #require(item["expected_x_spark_signature"] as? String)
+            #expect(WebexSignature.isValid(signature: expected, body: body, secret: secret))
+            #expect(WebexSignature.isValid(signature: expected.uppercased(), body: body, secret: secret))
+            #expect(!WebexSignature.isValid(signature: expected, body: body, secret: secret + "x"))
+        }
+    }
+}
+
+@Suite struct RawJSONTests {
+    @Test func valuesAreFoundAsTheirExactBytes() {
+        let body = Array(#"{ "id" : "x", "data": {"fcmPayload" :{"b":1,"a":"\"q\""} , "apnsPayload":{ "k" : [1, {"z":null}] }}}"#.utf8)
+        #expect(RawJSON.value(at: ["data", "apnsPayload"], in: body).map { String(decoding: $0, as: UTF8.self) } == #"{ "k" : [1, {"z":null}] }"#)
+        #expect(RawJSON.value(at: ["data", "fcmPayload"], in: body).map { String(decoding: $0, as: UTF8.self) } == #"{"b":1,"a":"\"q\""}"#)
+        #expect(RawJSON.value(at: ["id"], in: body).map { String(decoding: $0, as: UTF8.self) } == #""x""#)
+        #expect(RawJSON.value(at: ["data", "missing"], in: body) == nil)
+        #expect(RawJSON.value(at: ["data"], in: Array("[1,2]".utf8)) == nil)
+        #expect(RawJSON.value(at: ["data"], in: Array(#"{"data":"#.utf8)) == nil)
+    }
+
+    @Test func apsIsAddedOnlyWhenAbsent() {
+        func add(_ text: String) -> String? { RawJSON.addingEmptyAPS(to: Array(text.utf8)[...]).map { String(decoding: $0, as: UTF8.self) } }
+        #expect(add(#"{"twi_to":"client:bob"}"#) == #"{"aps":{},"twi_to":"client:bob"}"#)
+        #expect(add("{}") == #"{"aps":{}}"#)
+        #expect(add(" {\n} ") == " {\"aps\":{}\n} ")
+        #expect(add(#"{"aps":{"alert":"x"},"a":1}"#) == #"{"aps":{"alert":"x"},"a":1}"#)
+        #expect(add(#"{"nested":{"aps":1}}"#) == #"{"aps":{},"nested":{"aps":1}}"#)
+        #expect(add("[]") == nil)
+        #expect(add(#"{"a":"#) == nil)
+        #expect(add(#"{} {}"#) == nil)
+    }
+
+    @Test func dataValuesBecomeStrings() {
+        let map = RawJSON.stringMap(["s": "text", "n": 12, "b": true, "o": ["k": "v"], "z": NSNull()])
+        #expect(map == ["s": "text", "n": "12", "b": "true", "o": #"{"k":"v"}"#, "z": "null"])
+    }
+}
+
+@Suite struct RateLimiterTests {
+    @Test func burstThenSteadyRatePerKey() {
+        let clock = ManualWallClock()
+        let limiter = RateLimiter(rate: 10, burst: 3, clock: clock)
+        #expect((0..<3).allSatisfy { _ in limiter.acquire("a") == nil })
+        let wait = limiter.acquire("a")
+        #expect(wait != nil)
+        #expect(wait! <= .milliseconds(100))
+        #expect(limiter.acquire("b") == nil)
+        clock.advance(by: 0.1)
+        #expect(limiter.acquire("a") == nil)
+        #expect(limiter.acquire("a") != nil)
+        #expect(RateLimiter(rate: 0, burst: 1, clock: clock).acquire("a") == nil)
+    }
+}
