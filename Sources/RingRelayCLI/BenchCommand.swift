@@ -13,7 +13,7 @@ import Synchronization
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Measure push throughput and latency against the local simulators.",
-        subcommands: [APNs.self, FCM.self])
+        subcommands: [APNs.self, FCM.self, Webhooks.self])
 
     struct APNs: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -254,9 +254,10 @@ struct BenchResult: Codable {
 
 /// Reads this process's memory figures from /proc (Linux).
 enum ProcessMemory {
-    /// Peak resident set size (`VmHWM`), in MiB.
-    static func peakResidentMiB() -> Double? {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+    /// Peak resident set size (`VmHWM`) of a process (this one by default), in MiB.
+    static func peakResidentMiB(pid: Int32? = nil) -> Double? {
+        let path = pid.map { "/proc/\($0)/status" } ?? "/proc/self/status"
+        guard let status = try? String(contentsOfFile: path, encoding: .utf8),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
             let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         else { return nil }

@@ -46,6 +46,24 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var fcmEndpoint: String?
 
+    @Flag(inversion: .prefixedNo, help: "Trust X-Forwarded-Proto/-Host for the URL clients used (behind a proxy that sets them). [env: RINGRELAY_TRUST_PROXY] (default: false)")
+    var trustProxy: Bool?
+
+    @Option(help: "How long a provider call rings, e.g. 45s. [env: RINGRELAY_RING_TIMEOUT] (default: 45s)")
+    var ringTimeout: String?
+
+    @Option(help: "Longest a webhook waits for first push answers, e.g. 5s. [env: RINGRELAY_WEBHOOK_WAIT] (default: 5s)")
+    var webhookWait: String?
+
+    @Option(help: "How long call records are kept, e.g. 7d. [env: RINGRELAY_CALL_RETENTION] (default: 7d)")
+    var callRetention: String?
+
+    @Option(help: "Webhooks per second per account; 0 = unlimited. [env: RINGRELAY_RATE_LIMIT] (default: 100)")
+    var rateLimit: String?
+
+    @Option(help: "Burst above the rate limit. [env: RINGRELAY_RATE_LIMIT_BURST] (default: 200)")
+    var rateLimitBurst: String?
+
     func run() async throws {
         var flags: [ServerConfiguration.Key: String] = [:]
         flags[.host] = host
@@ -57,6 +75,12 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.apnsEndpointSandbox] = apnsEndpointSandbox
         flags[.pushCAFile] = pushCaFile
         flags[.apnsTimeout] = apnsTimeout
+        flags[.trustProxy] = trustProxy.map { $0 ? "true" : "false" }
+        flags[.ringTimeout] = ringTimeout
+        flags[.webhookWait] = webhookWait
+        flags[.callRetention] = callRetention
+        flags[.rateLimit] = rateLimit
+        flags[.rateLimitBurst] = rateLimitBurst
         flags[.fcmEndpoint] = fcmEndpoint
         let configuration: ServerConfiguration
         do {

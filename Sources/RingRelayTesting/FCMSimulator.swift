@@ -310,6 +310,43 @@ public final class FCMSimulator: Sendable {
         return account
     }
 
+    /// Signs an OAuth assertion for a service account the way Google's client libraries do
+    /// (RS256, `kid` = `private_key_id`), for tests that talk to the token endpoint directly.
+    ///
+    /// - Parameters:
+    ///   - serviceAccount: the service account's fields (``makeServiceAccount(projectID:)``).
+    ///   - audience: `aud`; the account's `token_uri` by default.
+    ///   - scope: `scope`, space-separated.
+    ///   - issuedAt: `iat`.
+    ///   - lifetime: `exp - iat`, in seconds.
+    ///   - signingKeyPEM: signs with this key instead of the account's (to forge a signature).
+    /// - Throws: when the key is missing or cannot sign.
+    public static func makeAssertion(
+        serviceAccount: [String: String], audience: String? = nil, scope: String = "https://www.googleapis.com/auth/firebase.messaging",
+        issuedAt: Date = Date(), lifetime: Int = 3600, signingKeyPEM: String? = nil
+    ) throws -> String {
+        guard let pem = signingKeyPEM ?? serviceAccount["private_key"] else {
+            throw RingRelayError(.badRequest, code: "invalid_service_account", "The service account has no private_key.")
+        }
+        let key = try _RSA.Signing.PrivateKey(pemRepresentation: pem)
+        var header = ["alg": "RS256", "typ": "JWT"]
+        if let keyID = serviceAccount["private_key_id"] { header["kid"] = keyID }
+        let iat = Int(issuedAt.timeIntervalSince1970.rounded(.down))
+        let claims: [String: Any] = [
+            "iss": serviceAccount["client_email"] ?? "", "scope": scope, "aud": audience ?? serviceAccount["token_uri"] ?? "",
+            "iat": iat, "exp": iat + lifetime,
+        ]
+        func encode(_ data: Data) -> String {
+            data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                .replacingOccurrences(of: "=", with: "")
+        }
+        let input =
+            encode(try JSONSerialization.data(withJSONObject: header, options: .sortedKeys)) + "."
+            + encode(try JSONSerialization.data(withJSONObject: claims, options: .sortedKeys))
+        let signature = try key.signature(for: Data(input.utf8), padding: .insecurePKCS1v1_5)
+        return input + "." + encode(signature.rawRepresentation)
+    }
+
     // MARK: Scripting
 
     /// Scripts the answer to messages for one registration token.

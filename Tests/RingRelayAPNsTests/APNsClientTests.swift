@@ -180,7 +180,7 @@ import Testing
     }
 
     @Test func stalledAnswerTimesOut() async throws {
-        let harness = try await Self.harness(timeout: .milliseconds(300))
+        let harness = try await Self.harness(timeout: .seconds(1))
         // A first success lifts APNs' one-stream limit on the new connection.
         #expect(try await harness.push(Self.token(19)).disposition == .delivered)
         harness.simulator.setBehaviour(.stall, forDeviceToken: Self.token(9), times: 1)

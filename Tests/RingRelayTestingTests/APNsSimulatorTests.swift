@@ -292,7 +292,7 @@ struct APNsSimulatorTests {
         try await withHarness { (harness) async throws in
             harness.simulator.setBehaviour(.stall, forDeviceToken: Self.token)
             await #expect(throws: (any Error).self) {
-                _ = try await harness.push(timeout: .milliseconds(500))
+                _ = try await harness.push(timeout: .seconds(2))
             }
             let push = try #require(harness.simulator.received.first)
             #expect(push.status == 0)
