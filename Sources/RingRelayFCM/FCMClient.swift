@@ -32,7 +32,7 @@ public struct FCMAttempt: Sendable, Hashable {
 /// offers it, so messages share connections; access tokens from one ``FCMTokenManager``.
 ///
 /// Run it as a `Service`: on shutdown it closes its connections after in-flight sends end; sends
-/// after that fail with `ConnectionError`.
+/// after that fail with `ClientShutDown` (dropped) instead of opening a connection nobody would close.
 ///
 /// ```swift
 /// let client = try FCMClient(configuration: .init(), clock: SystemWallClock(), logger: logger, metricsFactory: factory)
@@ -45,7 +45,8 @@ public final class FCMClient: Service, Sendable {
     private let logger: Logger
     private let metrics: FCMMetrics
     private let transport: FCMTransport
-    private let tokens: FCMTokenManager
+    /// Internal so tests can wait for a background refresh.
+    let tokens: FCMTokenManager
     private let sleep: @Sendable (Duration) async throws -> Void
 
     /// Creates a client.
@@ -94,7 +95,7 @@ public final class FCMClient: Service, Sendable {
         await shutdown()
     }
 
-    /// Closes the connections, waiting for in-flight sends. Later sends fail with `ConnectionError`.
+    /// Closes the connections, waiting for in-flight sends. Later sends fail with `ClientShutDown`.
     public func shutdown() async {
         await transport.shutdown()
     }
@@ -148,7 +149,7 @@ public final class FCMClient: Service, Sendable {
                     status: nil, reason: reason, message: message, disposition: disposition, messageName: nil, retryAfter: nil,
                     latency: ContinuousClock.now - start))
         }
-        guard let client = transport.client() else { return failure("ConnectionError", .retry, message: "the FCM client is shut down") }
+        guard let client = transport.client() else { return failure("ClientShutDown", .drop, message: "the FCM client is shut down") }
         let token: FCMAccessToken
         do {
             token = try await tokens.token(for: credential)

@@ -5,10 +5,11 @@ import RingRelayCore
 public struct FCMOAuthError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The outcome reason: `OAuth` + the token endpoint's `error` in PascalCase (`OAuthInvalidGrant`,
     /// `OAuthInvalidScope`, …), `OAuthUnavailable`, `OAuthTimeout`, `OAuthConnectionError`,
-    /// `OAuthInvalidResponse`, or `InvalidCredential` when the key cannot sign.
+    /// `OAuthInvalidResponse`, `InvalidCredential` when the key cannot sign, or `ClientShutDown`.
     public var reason: String
     /// What to do about it: ``PushDisposition/fixConfiguration`` for rejected credentials,
-    /// ``PushDisposition/retry`` for transient trouble at the token endpoint.
+    /// ``PushDisposition/retry`` for transient trouble at the token endpoint, ``PushDisposition/drop``
+    /// once the client is shut down.
     public var disposition: PushDisposition
     /// The token endpoint's HTTP status, when it answered.
     public var status: Int?

@@ -17,7 +17,7 @@ enum FCMOAuthExchange {
         _ assertion: String, for account: FCMServiceAccount, transport: FCMTransport, timeout: Duration, logger: Logger
     ) async throws(FCMOAuthError) -> FCMTokenGrant {
         guard let client = transport.client() else {
-            throw FCMOAuthError(reason: "OAuthConnectionError", disposition: .retry, detail: "the FCM client is shut down")
+            throw FCMOAuthError(reason: "ClientShutDown", disposition: .drop, detail: "the FCM client is shut down")
         }
         var request = HTTPClientRequest(url: account.tokenURI)
         request.method = .POST

@@ -41,6 +41,7 @@ struct AppServices: Sendable {
     var lifecycleServices: [any Service] {
         [
             pusher.apns,
+            pusher.fcm,
             CallPruner(store: store, retention: configuration.callRetention, clock: clock, logger: logger),
             RingDrainService(engine: engine, logger: logger),
         ]

@@ -44,9 +44,8 @@ public func buildApplication(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
         // Listed after the caller's services (the store), so they shut down before it and after
-        // the HTTP server has drained. The FCM client comes before the others, so it stops after
-        // the drain of deliveries in flight, like the APNs client.
-        services: services + [appServices.pusher.fcm] + appServices.lifecycleServices,
+        // the HTTP server has drained.
+        services: services + appServices.lifecycleServices,
         onServerRunning: onServerRunning,
         logger: appLogger)
 }

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import RingRelayCore
 import Synchronization
@@ -207,7 +206,8 @@ extension FCMSimulator {
         else {
             return reject(
                 400, "invalid_grant",
-                "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.")
+                "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."
+            )
         }
         let scopes = Set((record.scope ?? "").split(separator: " ").map(String.init))
         guard !scopes.isDisjoint(with: FCMRules.sendScopes) else {
@@ -226,7 +226,8 @@ extension FCMSimulator {
         let body = FCMJSONValue.object([
             ("access_token", .string(token)), ("expires_in", .number(String(lifetime))), ("token_type", .string("Bearer")),
         ]).jsonText
-        return .respond(status: 200, headers: [Self.jsonContentType, ("cache-control", "no-cache, no-store, max-age=0, must-revalidate")], body: Array(body.utf8))
+        return .respond(
+            status: 200, headers: [Self.jsonContentType, ("cache-control", "no-cache, no-store, max-age=0, must-revalidate")], body: Array(body.utf8))
     }
 
     // MARK: Send endpoint

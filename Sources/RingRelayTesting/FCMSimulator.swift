@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import Logging
 import NIOCore
@@ -41,7 +40,7 @@ public final class FCMSimulator: Sendable {
         public var clock: any WallClock = SystemWallClock()
         /// `expires_in` of issued access tokens, in seconds (Google issues 3599).
         public var accessTokenLifetime = 3599
-        /// Keeps only the newest this many messages in ``FCMSimulator/received``; `nil` keeps all.
+        /// Keeps only the newest this many entries in ``FCMSimulator/received`` and ``FCMSimulator/tokenRequests``; `nil` keeps all.
         public var maximumRecordedMessages: Int? = nil
         /// Called (on a network thread) for every recorded message, e.g. to print it.
         public var onMessage: (@Sendable (ReceivedMessage) -> Void)? = nil
@@ -267,15 +266,18 @@ public final class FCMSimulator: Sendable {
     /// Makes a new service account with a real 2048-bit RSA key, registers it, and returns its
     /// JSON fields as Google issues them, with `token_uri` pointing at this simulator.
     ///
-    /// - Parameter projectID: the Firebase project it sends to.
+    /// - Parameters:
+    ///   - projectID: the Firebase project it sends to.
+    ///   - privateKeyPEM: an RSA key to use instead of a new one (generating a 2048-bit key takes
+    ///     a noticeable moment in debug builds; test suites may share one).
     /// - Throws: `RingRelayError` (`simulator_not_started`) before ``start()`` (the token URI needs
-    ///   the port), or when the key cannot be generated.
-    public func makeServiceAccount(projectID: String) throws -> [String: String] {
+    ///   the port), or when the key cannot be generated or read.
+    public func makeServiceAccount(projectID: String, privateKeyPEM: String? = nil) throws -> [String: String] {
         guard port != 0 else {
             throw RingRelayError(
                 .conflict, code: "simulator_not_started", "Start the FCM simulator before making a service account; token_uri needs its port.")
         }
-        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        let key = try privateKeyPEM.map { try _RSA.Signing.PrivateKey(pemRepresentation: $0) } ?? _RSA.Signing.PrivateKey(keySize: .bits2048)
         let keyID = (0..<20).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         let suffix = String((0..<5).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement() ?? "a" })
         let email = "firebase-adminsdk-\(suffix)@\(projectID).iam.gserviceaccount.com"
