@@ -61,46 +61,14 @@ struct BenchCommand: AsyncParsableCommand {
             for index in 0..<200 { _ = await Self.push(client, credential, tokens[index % tokens.count], payload) }
             simulator.reset()
 
-            let tally = Tally()
-            let started = ContinuousClock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for index in 0..<count {
-                    if rate > 0 {
-                        // Open loop: start each push at its scheduled time, whatever the latency.
-                        let due = started + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))
-                        try await Task.sleep(until: due, clock: .continuous)
-                    } else if index >= concurrency {
-                        try await group.next()
-                    }
-                    let token = tokens[index % tokens.count]
-                    group.addTask {
-                        let begin = ContinuousClock.now
-                        let outcome = await Self.push(client, credential, token, payload)
-                        tally.record(ContinuousClock.now - begin, delivered: outcome.disposition == .delivered)
-                    }
-                }
-                try await group.waitForAll()
+            let load = LoadGenerator(count: count, concurrency: concurrency, rate: rate)
+            let (elapsed, tally) = try await load.run { index in
+                await Self.push(client, credential, tokens[index % tokens.count], payload).disposition == .delivered
             }
-            let elapsed = ContinuousClock.now - started
             await client.shutdown()
             try await simulator.shutdown()
-
-            let sorted = tally.samples.withLock { $0 }.sorted()
-            func percentile(_ p: Double) -> Double {
-                sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)].timeInterval * 1000
-            }
-            let result = BenchResult(
-                pushes: count, failures: tally.failures.withLock { $0 }, seconds: elapsed.timeInterval,
-                pushesPerSecond: Double(count) / elapsed.timeInterval, targetRate: rate, concurrency: rate > 0 ? nil : concurrency,
-                payloadBytes: payload.count, p50Ms: percentile(0.50), p90Ms: percentile(0.90), p99Ms: percentile(0.99),
-                maxMs: (sorted.last ?? .zero).timeInterval * 1000, peakRSSMiB: ProcessMemory.peakResidentMiB())
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                print(String(decoding: try encoder.encode(result), as: UTF8.self))
-            } else {
-                print(result.summary)
-            }
+            let result = BenchResult(load: load, elapsed: elapsed, tally: tally, payloadBytes: payload.count)
+            try emit(result, summary: result.summary, json: json)
         }
 
         private static func push(_ client: APNsClient, _ credential: APNsCredential, _ token: String, _ payload: [UInt8]) async -> PushOutcome {
@@ -159,48 +127,15 @@ extension BenchCommand {
             for index in 0..<200 { _ = await Self.push(client, credential, tokens[index % tokens.count], data) }
             simulator.reset()
 
-            let tally = Tally()
-            let started = ContinuousClock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for index in 0..<count {
-                    if rate > 0 {
-                        // Open loop: start each message at its scheduled time, whatever the latency.
-                        let due = started + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))
-                        try await Task.sleep(until: due, clock: .continuous)
-                    } else if index >= concurrency {
-                        try await group.next()
-                    }
-                    let token = tokens[index % tokens.count]
-                    group.addTask {
-                        let begin = ContinuousClock.now
-                        let outcome = await Self.push(client, credential, token, data)
-                        tally.record(ContinuousClock.now - begin, delivered: outcome.disposition == .delivered)
-                    }
-                }
-                try await group.waitForAll()
+            let load = LoadGenerator(count: count, concurrency: concurrency, rate: rate)
+            let (elapsed, tally) = try await load.run { index in
+                await Self.push(client, credential, tokens[index % tokens.count], data).disposition == .delivered
             }
-            let elapsed = ContinuousClock.now - started
             let mints = simulator.tokenMints
             await client.shutdown()
             try await simulator.shutdown()
-
-            let sorted = tally.samples.withLock { $0 }.sorted()
-            func percentile(_ p: Double) -> Double {
-                sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)].timeInterval * 1000
-            }
-            let result = BenchResult(
-                pushes: count, failures: tally.failures.withLock { $0 }, seconds: elapsed.timeInterval,
-                pushesPerSecond: Double(count) / elapsed.timeInterval, targetRate: rate, concurrency: rate > 0 ? nil : concurrency,
-                payloadBytes: FCMRequest.dataSize(data), p50Ms: percentile(0.50), p90Ms: percentile(0.90), p99Ms: percentile(0.99),
-                maxMs: (sorted.last ?? .zero).timeInterval * 1000, peakRSSMiB: ProcessMemory.peakResidentMiB())
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                print(String(decoding: try encoder.encode(result), as: UTF8.self))
-            } else {
-                print(result.summary)
-                print("oauth       \(mints) access token(s) minted during the measurement")
-            }
+            let result = BenchResult(load: load, elapsed: elapsed, tally: tally, payloadBytes: FCMRequest.dataSize(data))
+            try emit(result, summary: result.summary + "\noauth       \(mints) access token(s) minted during the measurement", json: json)
         }
 
         private static func push(_ client: FCMClient, _ credential: FCMCredential, _ token: String, _ data: [String: String]) async
@@ -212,17 +147,6 @@ extension BenchCommand {
             }
             return await client.push(request, credential: credential, deadline: deadline)
         }
-    }
-}
-
-/// Latencies and failures, collected from concurrent pushes.
-final class Tally: Sendable {
-    let samples = Mutex<[Duration]>([])
-    let failures = Mutex(0)
-
-    func record(_ latency: Duration, delivered: Bool) {
-        samples.withLock { $0.append(latency) }
-        if !delivered { failures.withLock { $0 += 1 } }
     }
 }
 

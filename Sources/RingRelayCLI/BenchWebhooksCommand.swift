@@ -76,13 +76,7 @@ extension BenchCommand {
                 throw error
             }
             try await http.shutdown()
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                print(String(decoding: try encoder.encode(result), as: UTF8.self))
-            } else {
-                print(result.summary)
-            }
+            try emit(result, summary: result.summary, json: json)
         }
 
         private func measure(
@@ -109,25 +103,14 @@ extension BenchCommand {
             let webhook = WebhookSender(http: http, base: base, accountID: account.id, sid: sid, authToken: authToken)
             for index in 0..<min(50, callees) { _ = await webhook.send(messageID: "WBwarm\(index)", callee: "user-\(index)") }
 
-            let responses = Tally()
             let calleeCount = callees
-            let total = rate * duration
-            let started = ContinuousClock.now
-            await withTaskGroup(of: Void.self) { group in
-                for index in 0..<total {
-                    let due = started + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate))
-                    try? await Task.sleep(until: due, clock: .continuous)
-                    let messageID = "WB\(index)"
-                    group.addTask {
-                        arrivals.sent(messageID)
-                        let begin = ContinuousClock.now
-                        let status = await webhook.send(messageID: messageID, callee: "user-\(index % calleeCount)")
-                        responses.record(ContinuousClock.now - begin, delivered: status == 200)
-                    }
-                }
-                await group.waitForAll()
+            let load = LoadGenerator(count: rate * duration, concurrency: .max, rate: rate)
+            let (elapsed, responses) = try await load.run { index in
+                let messageID = "WB\(index)"
+                arrivals.sent(messageID)
+                return await webhook.send(messageID: messageID, callee: "user-\(index % calleeCount)") == 200
             }
-            let elapsed = ContinuousClock.now - started
+            let total = load.count
             try await Task.sleep(for: .milliseconds(500))  // the last pushes' arrivals
             let peakRSS = ProcessMemory.peakResidentMiB(pid: server.processIdentifier)
             server.interrupt()
@@ -135,19 +118,14 @@ extension BenchCommand {
             try await simulator.shutdown()
 
             let pushLatencies = arrivals.latencies.sorted()
-            let responseLatencies = responses.samples.withLock { $0 }.sorted()
+            let responseLatencies = responses.sorted
             return WebhookBenchResult(
                 webhooks: total, failures: responses.failures.withLock { $0 }, pushesArrived: pushLatencies.count, seconds: elapsed.timeInterval,
                 webhooksPerSecond: Double(total) / elapsed.timeInterval, targetRate: rate,
-                pushP50Ms: Self.percentile(pushLatencies, 0.50), pushP99Ms: Self.percentile(pushLatencies, 0.99),
+                pushP50Ms: percentileMs(pushLatencies, 0.50), pushP99Ms: percentileMs(pushLatencies, 0.99),
                 pushMaxMs: (pushLatencies.last ?? .zero).timeInterval * 1000,
-                responseP50Ms: Self.percentile(responseLatencies, 0.50), responseP99Ms: Self.percentile(responseLatencies, 0.99),
+                responseP50Ms: percentileMs(responseLatencies, 0.50), responseP99Ms: percentileMs(responseLatencies, 0.99),
                 serverPeakRSSMiB: peakRSS)
-        }
-
-        static func percentile(_ sorted: [Duration], _ p: Double) -> Double {
-            guard !sorted.isEmpty else { return 0 }
-            return sorted[min(sorted.count - 1, Int((Double(sorted.count) * p).rounded(.up)) - 1)].timeInterval * 1000
         }
 
         /// `twi_message_id` of a pushed payload.

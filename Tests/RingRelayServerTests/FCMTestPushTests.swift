@@ -26,7 +26,7 @@ import Testing
         try simulator.writeCertificate(toFile: caFile)
         configured.configuration.fcm.endpoint = simulator.url
         configured.configuration.fcm.extraTrustRootsFile = caFile
-        configured.configuration.fcm.requestTimeout = .seconds(2)
+        configured.configuration.fcm.requestTimeout = .seconds(10)
         configured.configuration.fcm.retryBaseDelay = .milliseconds(5)
         let server = configured
         let serviceAccount = try simulator.makeServiceAccount(projectID: projectID, privateKeyPEM: sharedKeyPEM)

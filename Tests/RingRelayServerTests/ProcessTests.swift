@@ -211,4 +211,20 @@ import Testing
         #expect(try await server.waitForExit() == 0)
         #expect(try await simulator.waitForExit() == 0)
     }
+
+    /// The benchmark verbs run end to end (tiny loads; the figures come from release builds).
+    @Test func benchVerbsReportWithoutFailures() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        for arguments in [
+            ["bench", "apns", "--count", "100", "--concurrency", "10", "--json"],
+            ["bench", "fcm", "--count", "100", "--concurrency", "10", "--json"],
+            ["bench", "webhooks", "--rate", "20", "--duration", "1", "--callees", "2", "--json"],
+        ] {
+            let run = try await ServerProcess.run(arguments, directory: directory.path)
+            #expect(run.status == 0, "\(arguments): \(run.stderr)")
+            let result = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
+            #expect(result?["failures"] as? Int == 0, "\(arguments): \(run.stdout)")
+        }
+    }
 }

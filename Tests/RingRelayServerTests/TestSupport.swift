@@ -62,7 +62,7 @@ extension TestServer {
         configured.configuration.apns.productionEndpoint = simulator.url
         configured.configuration.apns.sandboxEndpoint = simulator.url
         configured.configuration.apns.extraTrustRootsFile = caFile
-        configured.configuration.apns.requestTimeout = .seconds(2)
+        configured.configuration.apns.requestTimeout = .seconds(10)
         configured.configuration.apns.retryBaseDelay = .milliseconds(5)
         configure(&configured.configuration)
         let server = configured
