@@ -34,9 +34,9 @@ public struct APNsAttempt: Sendable, Hashable {
 public final class APNsClient: Service, Sendable {
     private struct PoolKey: Hashable {
         var environment: PushEnvironment
-        /// SHA-256 of the authentication material: new credentials get new connections, as
-        /// APNs binds a connection to the team and key of its first push.
-        var fingerprint: String
+        /// The authentication material itself: new credentials get new connections, as APNs
+        /// binds a connection to the team and key of its first push.
+        var authentication: APNsCredential.Authentication
     }
 
     private struct Pool {
@@ -252,7 +252,7 @@ public final class APNsClient: Service, Sendable {
     // MARK: Pools
 
     private func pool(for credential: APNsCredential, environment: PushEnvironment) throws -> HTTPClient {
-        let key = PoolKey(environment: environment, fingerprint: Self.fingerprint(of: credential.authentication))
+        let key = PoolKey(environment: environment, authentication: credential.authentication)
         let existing = try pools.withLock { pools -> HTTPClient? in
             guard pools != nil else { throw ClientShutDown() }
             pools?[key]?.lastUsed = .now
@@ -295,15 +295,6 @@ public final class APNsClient: Service, Sendable {
             return APNsKeepAliveHandler.install(on: channel, idleTime: keepAlive, onPing: { metrics.pingSent() })
         }
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
-    }
-
-    private static func fingerprint(of authentication: APNsCredential.Authentication) -> String {
-        let material: String
-        switch authentication {
-        case .token(let teamID, let keyID, let pem): material = "token\0\(teamID)\0\(keyID)\0\(pem)"
-        case .certificate(let certificate, let key): material = "certificate\0\(certificate)\0\(key)"
-        }
-        return SHA256.hash(data: Data(material.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 }
 

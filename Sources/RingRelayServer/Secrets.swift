@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RingRelayCore
 
 /// Random secrets and their hashes.
 enum Secrets {
@@ -11,7 +12,7 @@ enum Secrets {
     /// SHA-256 of a secret, hex. API keys are random 256-bit values, so a fast hash is enough:
     /// there is nothing to brute-force.
     static func hash(_ secret: String) -> String {
-        SHA256.hash(data: Data(secret.utf8)).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: Data(secret.utf8)).hexEncoded
     }
 
     /// Compares two secrets in time that depends only on their lengths' digests, never on where they differ.

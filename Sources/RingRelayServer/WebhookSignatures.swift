@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RingRelayCore
 
 /// Twilio's `X-Twilio-Signature`, checked the way Twilio's own `RequestValidator` does.
 ///
@@ -68,7 +69,7 @@ enum TwilioSignature {
     }
 
     static func sha256Hex(_ bytes: [UInt8]) -> String {
-        SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        SHA256.hash(data: bytes).hexEncoded
     }
 }
 
@@ -76,7 +77,7 @@ enum TwilioSignature {
 enum WebexSignature {
     static func isValid(signature: String, body: [UInt8], secret: String) -> Bool {
         let mac = HMAC<Insecure.SHA1>.authenticationCode(for: body, using: SymmetricKey(data: Data(secret.utf8)))
-        let expected = mac.map { String(format: "%02x", $0) }.joined()
+        let expected = Data(mac).hexEncoded
         return Secrets.constantTimeEqual(expected, signature.lowercased())
     }
 }

@@ -44,6 +44,8 @@ final class APNsConnectionState {
     var currentToken: (token: String, issuedAt: Int64)?
     /// The team the connection's first token bound it to.
     var teamID: String?
+    /// The last token whose signature verified on this connection.
+    var verifiedToken: (token: String, verified: APNsSimulator.VerifiedToken)?
     /// SETTINGS_MAX_CONCURRENT_STREAMS was raised after the first successful token push.
     var streamLimitRaised: Bool
 
@@ -221,10 +223,18 @@ extension APNsSimulator {
         let jwt = value.dropFirst(7).trimmingCharacters(in: .whitespaces)
         guard !jwt.isEmpty else { return .rejected(status: 403, reason: "MissingProviderToken") }
 
+        let seconds = Int64(now.timeIntervalSince1970.rounded(.down))
         let verified: VerifiedToken
-        switch verifyProviderToken(jwt, credentials: credentials, now: Int64(now.timeIntervalSince1970.rounded(.down))) {
-        case .failure(let rejection): return .rejected(status: 403, reason: rejection.reason)
-        case .success(let token): verified = token
+        if let cached = connection.verifiedToken, cached.token == jwt {
+            // The connection's token was verified when it first came; like APNs, only its age is
+            // checked again (the signature is the expensive part).
+            if seconds - cached.verified.issuedAt > APNsRules.tokenLifetime { return .rejected(status: 403, reason: "ExpiredProviderToken") }
+            verified = cached.verified
+        } else {
+            switch verifyProviderToken(jwt, credentials: credentials, now: seconds) {
+            case .failure(let rejection): return .rejected(status: 403, reason: rejection.reason)
+            case .success(let token): verified = token
+            }
         }
 
         // One connection carries one team's tokens (§1.5 key scopes).
@@ -239,6 +249,7 @@ extension APNsSimulator {
         }
         connection.teamID = verified.teamID
         connection.currentToken = (jwt, verified.issuedAt)
+        connection.verifiedToken = (jwt, verified)
         return .accepted(topics: verified.topics)
     }
 

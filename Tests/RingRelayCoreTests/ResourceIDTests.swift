@@ -51,3 +51,12 @@ import Testing
         #expect(throws: RingRelayError.self) { try BindingRules.validatePublicKey(compressed) }
     }
 }
+
+@Suite struct HexTests {
+    @Test func bytesBecomeLowercaseHexPairs() {
+        #expect([UInt8]().hexEncoded == "")
+        #expect([0x00, 0x0f, 0xa5, 0xff].hexEncoded == "000fa5ff")
+        let all = (0...255).map(UInt8.init)
+        #expect(all.hexEncoded == all.map { String(format: "%02x", $0) }.joined())
+    }
+}
