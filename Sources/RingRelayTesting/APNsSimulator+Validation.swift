@@ -212,7 +212,7 @@ extension APNsSimulator {
 
     /// Checks `authorization: bearer <jwt>` (§1.5) and the per-connection token rules.
     func authenticateToken(_ authorization: String?, connection: APNsConnectionState, now: Date) -> TokenCheck {
-        let value = authorization?.trimmingCharacters(in: .whitespaces) ?? ""
+        let value = authorization?.trimmingSpacesAndTabs ?? ""
         guard !value.isEmpty else {
             // A client certificate we don't know and no token: the certificate is what's wrong.
             return .rejected(status: 403, reason: connection.presentedCertificate ? "BadCertificate" : "MissingProviderToken")
@@ -220,7 +220,7 @@ extension APNsSimulator {
         guard value.count > 7, value.prefix(7).lowercased() == "bearer " else {
             return .rejected(status: 403, reason: "InvalidProviderToken")
         }
-        let jwt = value.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        let jwt = value.dropFirst(7).trimmingSpacesAndTabs
         guard !jwt.isEmpty else { return .rejected(status: 403, reason: "MissingProviderToken") }
 
         let seconds = Int64(now.timeIntervalSince1970.rounded(.down))
@@ -347,5 +347,15 @@ extension APNsSimulator {
     /// 0-9, a-f, A-F.
     static func isHexDigit(_ byte: UInt8) -> Bool {
         (byte >= 0x30 && byte <= 0x39) || (byte >= 0x61 && byte <= 0x66) || (byte >= 0x41 && byte <= 0x46)
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces and tabs. Foundation's `trimmingCharacters`
+    /// bridges through NSString and cost more than the rest of a request's validation.
+    var trimmingSpacesAndTabs: String {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isBlank($0) }), let last = lastIndex(where: { !isBlank($0) }) else { return "" }
+        return String(self[first...last])
     }
 }

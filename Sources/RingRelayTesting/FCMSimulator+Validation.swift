@@ -266,7 +266,7 @@ extension FCMSimulator {
         guard authorization.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
             return reject(FCMRejection(status: 401, rpcStatus: "UNAUTHENTICATED", message: FCMRules.unauthenticatedMessage, errorCode: nil))
         }
-        let token = authorization.dropFirst(7).trimmingCharacters(in: .whitespaces)
+        let token = authorization.dropFirst(7).trimmingSpacesAndTabs
         guard let issued = state.withLock({ $0.accessTokens[token] }), now < issued.expiresAt else {
             return reject(FCMRejection(status: 401, rpcStatus: "UNAUTHENTICATED", message: FCMRules.unauthenticatedMessage, errorCode: nil))
         }
