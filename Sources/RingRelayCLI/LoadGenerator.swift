@@ -16,20 +16,28 @@ struct LoadGenerator: Sendable {
     func run(_ operation: @escaping @Sendable (Int) async -> Bool) async throws -> (elapsed: Duration, tally: Tally) {
         let tally = Tally()
         let started = ContinuousClock.now
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for index in 0..<count {
-                if rate > 0 {
+        @Sendable func timed(_ index: Int) async {
+            let begin = ContinuousClock.now
+            let succeeded = await operation(index)
+            tally.record(ContinuousClock.now - begin, succeeded: succeeded)
+        }
+        if rate > 0 {
+            // Open loop: a discarding group, so finished operations are freed at once instead of
+            // waiting to be collected.
+            try await withThrowingDiscardingTaskGroup { group in
+                for index in 0..<count {
                     try await Task.sleep(until: started + .nanoseconds(Int64(index) * 1_000_000_000 / Int64(rate)), clock: .continuous)
-                } else if index >= concurrency {
-                    try await group.next()
-                }
-                group.addTask {
-                    let begin = ContinuousClock.now
-                    let succeeded = await operation(index)
-                    tally.record(ContinuousClock.now - begin, succeeded: succeeded)
+                    group.addTask { await timed(index) }
                 }
             }
-            try await group.waitForAll()
+        } else {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<count {
+                    if index >= concurrency { try await group.next() }
+                    group.addTask { await timed(index) }
+                }
+                try await group.waitForAll()
+            }
         }
         return (ContinuousClock.now - started, tally)
     }
