@@ -448,13 +448,12 @@ extension SQLiteStore {
 
     public func insertDeliveries(_ deliveries: [Delivery]) async throws {
         guard !deliveries.isEmpty else { return }
-        try await transaction { connection in
-            for delivery in deliveries {
-                _ = try await connection.query(
-                    "INSERT INTO deliveries (\(Self.deliveryColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    Self.deliveryBinds(delivery))
-            }
-        }
+        // One multi-row statement: atomic on its own, and one trip to the database thread
+        // instead of one per row plus BEGIN and COMMIT.
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        _ = try await query(
+            "INSERT INTO deliveries (\(Self.deliveryColumns)) VALUES " + Array(repeating: row, count: deliveries.count).joined(separator: ", "),
+            deliveries.flatMap(Self.deliveryBinds))
     }
 
     public func updateDelivery(_ delivery: Delivery) async throws {
