@@ -275,9 +275,16 @@ public final class APNsClient: Service, Sendable {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         if !extraTrustRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraTrustRoots)] }
-        if case .certificate(let certificatePEM, let privateKeyPEM) = credential.authentication {
+        switch credential.authentication {
+        case .token:
+            break
+        case .certificate(let certificatePEM, let privateKeyPEM):
             tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).map { .certificate($0) }
             tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(privateKeyPEM.utf8), format: .pem))
+        case .pkcs12(let data, let passphrase):
+            let bundle = try NIOSSLPKCS12Bundle(buffer: Array(data), passphrase: Array(passphrase.utf8))
+            tls.certificateChain = bundle.certificateChain.map { .certificate($0) }
+            tls.privateKey = .privateKey(bundle.privateKey)
         }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
         configuration.httpVersion = .automatic

@@ -20,6 +20,8 @@ public struct APNsCredential: Sendable, Hashable, Codable {
         case token(teamID: String, keyID: String, privateKeyPEM: String)
         /// TLS client certificate and its private key, both PEM.
         case certificate(certificatePEM: String, privateKeyPEM: String)
+        /// TLS client certificate and key in a PKCS#12 file (a `.p12` exported from Keychain Access).
+        case pkcs12(data: Data, passphrase: String)
     }
 
     /// The authentication material.

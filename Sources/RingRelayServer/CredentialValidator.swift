@@ -14,6 +14,27 @@ enum CredentialValidator {
         guard !topic.isEmpty, topic.count <= 255, !topic.hasSuffix(".voip"), !topic.contains(" ") else {
             throw .invalidField("topic", "must be the app's bundle id, e.g. com.example.app (without '.voip'; RingRelay adds it for VoIP pushes).")
         }
+        if let pkcs12 = request.pkcs12 {
+            guard request.teamId == nil, request.keyId == nil, request.certificate == nil, request.privateKey == nil else {
+                throw .invalidField("pkcs12", "send pkcs12 + passphrase alone, without teamId, keyId, certificate or privateKey.")
+            }
+            guard let data = Data(base64Encoded: pkcs12, options: .ignoreUnknownCharacters) else {
+                throw .invalidField("pkcs12", "must be the .p12 file in base64.")
+            }
+            let passphrase = request.passphrase ?? ""
+            let bundle: NIOSSLPKCS12Bundle
+            do {
+                bundle = try NIOSSLPKCS12Bundle(buffer: Array(data), passphrase: Array(passphrase.utf8))
+            } catch {
+                throw .invalidField("pkcs12", "cannot be opened: check that it is a .p12 file and that the passphrase is right.")
+            }
+            guard let leaf = bundle.certificateChain.first else { throw .invalidField("pkcs12", "holds no certificate.") }
+            guard Double(leaf.notValidAfter) > Date().timeIntervalSince1970 else {
+                throw .invalidField("pkcs12", "holds an expired certificate; export a current one from Keychain Access.")
+            }
+            return APNsCredential(authentication: .pkcs12(data: data, passphrase: passphrase), topic: topic)
+        }
+        guard let privateKeyPEM = request.privateKey else { throw .missingField("privateKey") }
         if let certificatePEM = request.certificate {
             guard request.teamId == nil, request.keyId == nil else {
                 throw .invalidField("certificate", "send either teamId + keyId + privateKey (token auth) or certificate + privateKey, not both.")
@@ -31,12 +52,12 @@ enum CredentialValidator {
                 throw .invalidField("certificate", "has expired; download a new one from the Apple Developer portal.")
             }
             do {
-                _ = try NIOSSLPrivateKey(bytes: Array(request.privateKey.utf8), format: .pem)
+                _ = try NIOSSLPrivateKey(bytes: Array(privateKeyPEM.utf8), format: .pem)
             } catch {
                 throw .invalidField("privateKey", "is not an unencrypted PEM private key.")
             }
             return APNsCredential(
-                authentication: .certificate(certificatePEM: certificatePEM, privateKeyPEM: request.privateKey), topic: topic)
+                authentication: .certificate(certificatePEM: certificatePEM, privateKeyPEM: privateKeyPEM), topic: topic)
         }
         guard let teamID = request.teamId else { throw .missingField("teamId") }
         guard let keyID = request.keyId else { throw .missingField("keyId") }
@@ -47,11 +68,11 @@ enum CredentialValidator {
             throw .invalidField("keyId", "must be the 10-character key id of the .p8 key, e.g. 2X9R4HXF34.")
         }
         do {
-            _ = try P256.Signing.PrivateKey(pemRepresentation: request.privateKey)
+            _ = try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
         } catch {
             throw .invalidField("privateKey", "must be the contents of the .p8 file: a PEM P-256 private key ('-----BEGIN PRIVATE KEY-----').")
         }
-        return APNsCredential(authentication: .token(teamID: teamID, keyID: keyID, privateKeyPEM: request.privateKey), topic: topic)
+        return APNsCredential(authentication: .token(teamID: teamID, keyID: keyID, privateKeyPEM: privateKeyPEM), topic: topic)
     }
 
     /// Validates a Google service account JSON.

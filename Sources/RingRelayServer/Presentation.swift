@@ -31,6 +31,12 @@ extension CredentialsResource {
                 case .token(let teamID, let keyID, _):
                     self.apns = .init(
                         authentication: "token", teamId: teamID, keyId: keyID, topic: apns.topic, certificateExpiresAt: nil, updatedAt: item.updatedAt)
+                case .pkcs12(let data, let passphrase):
+                    let leaf = (try? NIOSSLPKCS12Bundle(buffer: Array(data), passphrase: Array(passphrase.utf8)))?.certificateChain.first
+                    self.apns = .init(
+                        authentication: "pkcs12", teamId: nil, keyId: nil, topic: apns.topic,
+                        certificateExpiresAt: leaf.map { Date(timeIntervalSince1970: TimeInterval($0.notValidAfter)) },
+                        updatedAt: item.updatedAt)
                 case .certificate(let certificatePEM, _):
                     let leaf = try? NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).first
                     self.apns = .init(

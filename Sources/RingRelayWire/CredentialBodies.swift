@@ -1,26 +1,37 @@
 import Foundation
 
-/// `PUT /v1/credentials/apns` body: a token key (`teamId`, `keyId`, `privateKey`) or a certificate
-/// (`certificate`, `privateKey`), both with the app's `topic`.
+/// `PUT /v1/credentials/apns` body: a token key (`teamId`, `keyId`, `privateKey`), a PEM certificate
+/// (`certificate`, `privateKey`) or a PKCS#12 file (`pkcs12`, `passphrase`), each with the app's `topic`.
 public struct APNsCredentialRequest: Sendable, Hashable, Codable {
     /// Apple Developer team id (token auth).
     public var teamId: String?
     /// Key id of the `.p8` key (token auth).
     public var keyId: String?
     /// PEM private key: the `.p8` contents, or the certificate's key.
-    public var privateKey: String
+    public var privateKey: String?
     /// PEM client certificate (certificate auth).
     public var certificate: String?
+    /// Base64 of a `.p12` file holding the certificate and its key (certificate auth).
+    public var pkcs12: String?
+    /// The `.p12` file's passphrase.
+    public var passphrase: String?
     /// The app's bundle id.
     public var topic: String
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case teamId, keyId, privateKey, certificate, topic }
+    enum CodingKeys: String, CodingKey, CaseIterable { case teamId, keyId, privateKey, certificate, pkcs12, passphrase, topic }
 
     /// Creates a token-auth request.
     public init(teamId: String, keyId: String, privateKey: String, topic: String) {
         self.teamId = teamId
         self.keyId = keyId
         self.privateKey = privateKey
+        self.topic = topic
+    }
+
+    /// Creates a PKCS#12 certificate-auth request.
+    public init(pkcs12: String, passphrase: String, topic: String) {
+        self.pkcs12 = pkcs12
+        self.passphrase = passphrase
         self.topic = topic
     }
 
@@ -35,8 +46,10 @@ public struct APNsCredentialRequest: Sendable, Hashable, Codable {
         let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
         teamId = try container.decodeIfPresent(String.self, forKey: .teamId)
         keyId = try container.decodeIfPresent(String.self, forKey: .keyId)
-        privateKey = try container.decode(String.self, forKey: .privateKey)
+        privateKey = try container.decodeIfPresent(String.self, forKey: .privateKey)
         certificate = try container.decodeIfPresent(String.self, forKey: .certificate)
+        pkcs12 = try container.decodeIfPresent(String.self, forKey: .pkcs12)
+        passphrase = try container.decodeIfPresent(String.self, forKey: .passphrase)
         topic = try container.decode(String.self, forKey: .topic)
     }
 }

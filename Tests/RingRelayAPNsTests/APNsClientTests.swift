@@ -242,6 +242,18 @@ import Testing
         try await harness.shutdown()
     }
 
+    @Test func pkcs12CertificateAuthenticates() async throws {
+        let harness = try await Self.harness()
+        try harness.simulator.registerClientCertificate(pem: TestCredentials.apnsCertificatePEM, topics: ["com.example.ringrelay"])
+        let p12 = try #require(Data(base64Encoded: TestCredentials.apnsCertificatePKCS12Base64))
+        let credential = APNsCredential(
+            authentication: .pkcs12(data: p12, passphrase: TestCredentials.apnsCertificatePKCS12Passphrase), topic: "com.example.ringrelay")
+        let outcome = try await harness.push(Self.token(21), credential: credential)
+        #expect(outcome.disposition == .delivered)
+        #expect(harness.simulator.received.last?.headers["authorization"] == nil)
+        try await harness.shutdown()
+    }
+
     @Test func providerTokenFromASkewedClockIsAConfigurationFault() async throws {
         // Our clock says 65 minutes ago: APNs sees an hour-old iat on a token we just minted.
         let harness = try await Self.harness(clock: ManualWallClock(start: Date().addingTimeInterval(-65 * 60)))

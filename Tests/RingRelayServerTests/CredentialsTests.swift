@@ -50,6 +50,37 @@ import Testing
         }
     }
 
+    @Test func apnsPKCS12IsAcceptedAndCheckedWithItsPassphrase() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            let good = try json([
+                "pkcs12": TestCredentials.apnsCertificatePKCS12Base64, "passphrase": TestCredentials.apnsCertificatePKCS12Passphrase,
+                "topic": "com.example.ringrelay",
+            ])
+            let response = try await client.send(.put, "/v1/credentials/apns", token: key, json: good)
+            #expect(response.status == .ok)
+            let summary = try response.decode(CredentialsResource.self)
+            #expect(summary.apns?.authentication == "pkcs12")
+            #expect((summary.apns?.certificateExpiresAt ?? .distantPast) > Date())
+            #expect(!String(buffer: response.body).contains("passphrase"))
+            #expect(!String(buffer: response.body).contains(String(TestCredentials.apnsCertificatePKCS12Base64.prefix(40))))
+
+            let wrong = try json(["pkcs12": TestCredentials.apnsCertificatePKCS12Base64, "passphrase": "not-the-passphrase", "topic": "com.x"])
+            let refused = try await client.send(.put, "/v1/credentials/apns", token: key, json: wrong)
+            #expect(refused.status == .unprocessableContent)
+            #expect(String(buffer: refused.body).contains("pkcs12"))
+            #expect(!String(buffer: refused.body).contains("not-the-passphrase"))
+
+            let mixed = try json([
+                "pkcs12": TestCredentials.apnsCertificatePKCS12Base64, "passphrase": "x", "teamId": "ABCDE12345", "topic": "com.x",
+            ])
+            #expect(try await client.send(.put, "/v1/credentials/apns", token: key, json: mixed).status == .unprocessableContent)
+            let missingKey = try json(["teamId": "ABCDE12345", "keyId": "KEY1234567", "topic": "com.x"])
+            #expect(try await client.send(.put, "/v1/credentials/apns", token: key, json: missingKey).errorCode == "missing_field")
+        }
+    }
+
     @Test func brokenCredentialsAreRejectedWithoutEchoingSecrets() async throws {
         let server = try await TestServer.make()
         try await server.withClient { client in
