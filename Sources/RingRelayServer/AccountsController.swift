@@ -43,6 +43,7 @@ struct AccountsController {
         let id = context.parameters.value("accountId")
         guard try await services.store.deleteAccount(id: id) else { throw RingRelayError.notFound("account", id: id) }
         services.faults.clear(accountID: id)
+        services.pusher.credentials.invalidate(accountID: id)
         context.logger.info("account deleted", metadata: ["account.id": .string(id)])
         return Response(status: .noContent)
     }

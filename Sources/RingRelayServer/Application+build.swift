@@ -64,7 +64,8 @@ extension AppServices {
         let fcm = try FCMClient(configuration: configuration.fcm, clock: clock, logger: logger, metricsFactory: metrics.factory)
         return AppServices(
             store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
-            metrics: metrics, pusher: BindingPusher(store: store, apns: apns, fcm: fcm, faults: faults, clock: clock, logger: logger), faults: faults,
+            metrics: metrics, pusher: BindingPusher(
+                store: store, credentials: CredentialCache(store: store), apns: apns, fcm: fcm, faults: faults, clock: clock, logger: logger), faults: faults,
             engine: RingEngine(clock: clock),
             limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), logger: logger)
     }

@@ -12,6 +12,8 @@ import RingRelayFCM
 /// the same whichever path pushed to it.
 struct BindingPusher: Sendable {
     let store: any DataStore
+    /// Push and provider credentials, cached for a few seconds.
+    let credentials: CredentialCache
     let apns: APNsClient
     let fcm: FCMClient
     let faults: ConfigurationFaults
@@ -55,7 +57,7 @@ struct BindingPusher: Sendable {
     }
 
     private func pushFCM(_ data: [String: String], to binding: Binding, deadline: Date) async throws -> Result {
-        guard case .fcm(let credential)? = try await store.credential(kind: .fcm, accountID: binding.accountID)?.credential else {
+        guard case .fcm(let credential)? = try await credentials.credential(.fcm, accountID: binding.accountID) else {
             throw RingRelayError(
                 .conflict, code: "fcm_not_configured", "The account has no FCM service account; upload it with PUT /v1/credentials/fcm.")
         }
@@ -76,7 +78,7 @@ struct BindingPusher: Sendable {
         guard let kind = APNsPushKind(bindingType: binding.type) else {
             throw RingRelayError(.internal, code: "internal_error", "Not an APNs binding.")
         }
-        guard case .apns(let credential)? = try await store.credential(kind: .apns, accountID: binding.accountID)?.credential else {
+        guard case .apns(let credential)? = try await credentials.credential(.apns, accountID: binding.accountID) else {
             throw RingRelayError(
                 .conflict, code: "apns_not_configured", "The account has no APNs credentials; upload them with PUT /v1/credentials/apns.")
         }

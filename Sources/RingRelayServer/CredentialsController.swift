@@ -39,6 +39,7 @@ struct CredentialsController {
         let body = try await request.decodeJSON(Body.self, maxBytes: services.configuration.maxBodyBytes)
         let credential = try validate(body)
         try await services.store.putCredential(credential, accountID: accountID, at: services.clock.now)
+        services.pusher.credentials.invalidate(accountID: accountID)
         if let channel = PushChannel(rawValue: credential.kind.rawValue) {
             services.faults.clear(accountID: accountID, channel: channel)
         }
@@ -51,6 +52,7 @@ struct CredentialsController {
         if let channel = PushChannel(rawValue: kind.rawValue) {
             services.faults.clear(accountID: accountID, channel: channel)
         }
+        defer { services.pusher.credentials.invalidate(accountID: accountID) }
         guard try await services.store.deleteCredential(kind: kind, accountID: accountID) else {
             throw RingRelayError(.notFound, code: "credential_not_found", "No \(kind.rawValue) credential is configured.")
         }

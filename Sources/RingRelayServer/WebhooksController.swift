@@ -39,7 +39,7 @@ struct WebhooksController {
     func twilio(_ request: Request, _ context: RingRelayRequestContext) async throws -> Response {
         let accountID = context.parameters.value("accountId")
         let body = try await rawBody(request)
-        guard case .twilio(let credential)? = try await services.store.credential(kind: .twilio, accountID: accountID)?.credential else {
+        guard case .twilio(let credential)? = try await services.pusher.credentials.credential(.twilio, accountID: accountID) else {
             context.logger.warning("Twilio webhook for an account without Twilio credentials", metadata: ["account.id": .string(accountID)])
             throw Self.badSignature
         }
@@ -102,7 +102,7 @@ struct WebhooksController {
     func webex(_ request: Request, _ context: RingRelayRequestContext) async throws -> Response {
         let accountID = context.parameters.value("accountId")
         let body = try await rawBody(request)
-        guard case .webex(let credential)? = try await services.store.credential(kind: .webex, accountID: accountID)?.credential else {
+        guard case .webex(let credential)? = try await services.pusher.credentials.credential(.webex, accountID: accountID) else {
             context.logger.warning("Webex webhook for an account without a Webex secret", metadata: ["account.id": .string(accountID)])
             throw Self.badSignature
         }

@@ -186,6 +186,21 @@ import Testing
         }
     }
 
+    @Test func credentialChangesApplyAtOnceDespiteTheCache() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 10))"}"#, token: key)
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBc1")).status == .ok)
+            #expect(try await client.send(.delete, "/v1/credentials/twilio", token: key).status == .noContent)
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBc2")).status == .forbidden)
+            #expect(try await client.send(.delete, "/v1/credentials/apns", token: key).status == .noContent)
+            _ = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            let rang = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBc3")).decode(WebhookRingResponse.self)
+            #expect(rang.deliveries.first?.reason == "apns_not_configured")
+            #expect(simulator.received.count == 1)
+        }
+    }
+
     @Test func trustProxyUsesTheForwardedURL() async throws {
         try await TestServer.withPushServer(configure: { $0.trustProxy = true }) { server, simulator, client, key in
             let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
