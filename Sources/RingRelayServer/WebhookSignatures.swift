@@ -42,13 +42,16 @@ enum TwilioSignature {
     /// Sorted `name + value` pairs of a form body; duplicate values are sorted and deduplicated.
     static func formSuffix(_ body: [UInt8]) -> String {
         var values: [String: Set<String>] = [:]
-        for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = decodeFormComponent(parts[0])
-            let value = parts.count > 1 ? decodeFormComponent(parts[1]) : ""
-            values[name, default: []].insert(value)
-        }
+        for (name, value) in formFields(body) { values[name, default: []].insert(value) }
         return values.keys.sorted().map { name in values[name, default: []].sorted().map { name + $0 }.joined() }.joined()
+    }
+
+    /// The `name=value` fields of an `application/x-www-form-urlencoded` body, decoded, in order.
+    static func formFields(_ body: [UInt8]) -> [(name: String, value: String)] {
+        String(decoding: body, as: UTF8.self).split(separator: "&").map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            return (decodeFormComponent(parts[0]), parts.count > 1 ? decodeFormComponent(parts[1]) : "")
+        }
     }
 
     private static func decodeFormComponent(_ text: Substring) -> String {

@@ -57,12 +57,7 @@ struct WebhooksController {
         let json: [UInt8]
         if isForm {
             var fields: [String: String] = [:]
-            for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
-                    String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0)
-                }
-                fields[parts[0]] = parts.count > 1 ? parts[1] : ""
-            }
+            for (name, value) in TwilioSignature.formFields(body) { fields[name] = value }
             object = fields
             json = Array(try JSONSerialization.data(withJSONObject: fields, options: .sortedKeys))
         } else {

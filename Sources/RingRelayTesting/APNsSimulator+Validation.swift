@@ -283,9 +283,9 @@ extension APNsSimulator {
     func verifyProviderToken(_ jwt: String, credentials: Credentials, now: Int64) -> Result<VerifiedToken, TokenRejection> {
         let parts = jwt.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3,
-            let headerBytes = Self.base64URLDecode(parts[0]),
-            let claimsBytes = Self.base64URLDecode(parts[1]),
-            let signatureBytes = Self.base64URLDecode(parts[2]),
+            let headerBytes = base64URLDecode(parts[0]),
+            let claimsBytes = base64URLDecode(parts[1]),
+            let signatureBytes = base64URLDecode(parts[2]),
             let header = try? JSONDecoder().decode(TokenHeader.self, from: headerBytes),
             let claims = try? JSONDecoder().decode(TokenClaims.self, from: claimsBytes)
         else { return .failure(.invalid) }
@@ -309,25 +309,6 @@ extension APNsSimulator {
         if now - claims.iat > APNsRules.tokenLifetime { return .failure(.expired) }
         if claims.iat - now > APNsRules.tokenFutureSkew { return .failure(.invalid) }
         return .success(VerifiedToken(teamID: claims.iss, issuedAt: claims.iat, topics: topics))
-    }
-
-    /// Decodes unpadded (or padded) base64url; `nil` for any character outside the alphabet.
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = ""
-        base64.reserveCapacity(text.utf8.count + 3)
-        var trimmed = text
-        while trimmed.hasSuffix("=") { trimmed = trimmed.dropLast() }
-        for scalar in trimmed.unicodeScalars {
-            switch scalar {
-            case "A"..."Z", "a"..."z", "0"..."9": base64.unicodeScalars.append(scalar)
-            case "-": base64.append("+")
-            case "_": base64.append("/")
-            default: return nil
-            }
-        }
-        guard base64.utf8.count % 4 != 1 else { return nil }
-        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        return Data(base64Encoded: base64)
     }
 
     /// A canonical lowercase UUID: 8-4-4-4-12 lowercase hex digits.

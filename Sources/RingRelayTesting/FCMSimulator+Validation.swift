@@ -166,8 +166,8 @@ extension FCMSimulator {
             return reject(400, "invalid_request", "Missing required parameter: assertion")
         }
         let parts = assertion.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Self.base64URLDecode(parts[0]), let claimsBytes = Self.base64URLDecode(parts[1]),
-            let signature = Self.base64URLDecode(parts[2]),
+        guard parts.count == 3, let headerBytes = base64URLDecode(parts[0]), let claimsBytes = base64URLDecode(parts[1]),
+            let signature = base64URLDecode(parts[2]),
             let header = try? JSONSerialization.jsonObject(with: headerBytes) as? [String: Any],
             let claims = try? JSONSerialization.jsonObject(with: claimsBytes) as? [String: Any]
         else { return reject(400, "invalid_grant", "Invalid JWT: Failed to parse the assertion.") }
@@ -444,25 +444,6 @@ extension FCMSimulator {
             if fields[name] == nil { fields[name] = parts.count > 1 ? decode(parts[1]) : "" }
         }
         return fields
-    }
-
-    /// Decodes unpadded (or padded) base64url; `nil` for any character outside the alphabet.
-    static func base64URLDecode(_ text: Substring) -> Data? {
-        var base64 = ""
-        base64.reserveCapacity(text.utf8.count + 3)
-        var trimmed = text
-        while trimmed.hasSuffix("=") { trimmed = trimmed.dropLast() }
-        for scalar in trimmed.unicodeScalars {
-            switch scalar {
-            case "A"..."Z", "a"..."z", "0"..."9": base64.unicodeScalars.append(scalar)
-            case "-": base64.append("+")
-            case "_": base64.append("/")
-            default: return nil
-            }
-        }
-        guard base64.utf8.count % 4 != 1 else { return nil }
-        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        return Data(base64Encoded: base64)
     }
 
     /// Random bytes as base64url.
