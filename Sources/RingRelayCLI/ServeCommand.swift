@@ -55,6 +55,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Longest a webhook waits for first push answers, e.g. 5s. [env: RINGRELAY_WEBHOOK_WAIT] (default: 5s)")
     var webhookWait: String?
 
+    @Option(help: "How long a live ring waits for the device's ack before its pushes go too, e.g. 1s or 0.5s. [env: RINGRELAY_LIVE_FALLBACK] (default: 1s)")
+    var liveFallback: String?
+
+    @Option(help: "How often live connections are pinged; a silent one is dropped at the next ping, e.g. 15s. [env: RINGRELAY_LIVE_PING_INTERVAL] (default: 15s)")
+    var livePingInterval: String?
+
     @Option(help: "How long call records are kept, e.g. 7d. [env: RINGRELAY_CALL_RETENTION] (default: 7d)")
     var callRetention: String?
 
@@ -78,6 +84,8 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.trustProxy] = trustProxy.map { $0 ? "true" : "false" }
         flags[.ringTimeout] = ringTimeout
         flags[.webhookWait] = webhookWait
+        flags[.liveFallback] = liveFallback
+        flags[.livePingInterval] = livePingInterval
         flags[.callRetention] = callRetention
         flags[.rateLimit] = rateLimit
         flags[.rateLimitBurst] = rateLimitBurst

@@ -28,6 +28,26 @@ public enum CallState: String, Sendable, Hashable, CaseIterable, Codable {
     case unreachable
 }
 
+/// Audio or video.
+public enum CallMedia: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Voice only.
+    case audio
+    /// Voice and video.
+    case video
+}
+
+/// Why a call reached a final state.
+public enum CallEndReason: String, Sendable, Hashable, CaseIterable, Codable {
+    /// A callee device declined.
+    case declined
+    /// The caller gave up before an answer.
+    case cancelled
+    /// Nobody answered within the ring timeout.
+    case unanswered
+    /// A participant hung up an accepted call.
+    case hangup
+}
+
 /// One incoming call and the ring it caused.
 public struct Call: Sendable, Hashable {
     /// `call_…` identifier.
@@ -36,10 +56,17 @@ public struct Call: Sendable, Hashable {
     public var accountID: String
     /// Where it came from.
     public var source: CallSource
-    /// The caller as the source names it (`client:alice`, a Webex person id, an identity).
+    /// The caller as the source names it (`client:alice`, a Webex person id, or for native calls
+    /// the caller's identity).
     public var caller: String?
+    /// The caller's display name, when given.
+    public var callerName: String?
     /// The identity being rung.
     public var callee: String
+    /// Audio or video.
+    public var media: CallMedia
+    /// The caller's metadata, as JSON text, passed on unchanged.
+    public var metadata: String?
     /// Current state.
     public var state: CallState
     /// The source's own id for this notification (`twi_message_id`, Webex webhook `id`),
@@ -51,23 +78,55 @@ public struct Call: Sendable, Hashable {
     public var ringDeadline: Date
     /// When the state last changed.
     public var updatedAt: Date
+    /// When a callee device accepted.
+    public var answeredAt: Date?
+    /// The device that accepted.
+    public var answeredBy: String?
+    /// When the call reached a final state.
+    public var endedAt: Date?
+    /// Why it ended.
+    public var endReason: CallEndReason?
+    /// The identity whose command ended it.
+    public var endedBy: String?
 
     /// Creates a call.
     public init(
-        id: String, accountID: String, source: CallSource, caller: String?, callee: String, state: CallState, externalID: String?,
-        createdAt: Date, ringDeadline: Date, updatedAt: Date
+        id: String, accountID: String, source: CallSource, caller: String?, callerName: String? = nil, callee: String,
+        media: CallMedia = .audio, metadata: String? = nil, state: CallState, externalID: String?, createdAt: Date, ringDeadline: Date,
+        updatedAt: Date, answeredAt: Date? = nil, answeredBy: String? = nil, endedAt: Date? = nil, endReason: CallEndReason? = nil,
+        endedBy: String? = nil
     ) {
         self.id = id
         self.accountID = accountID
         self.source = source
         self.caller = caller
+        self.callerName = callerName
         self.callee = callee
+        self.media = media
+        self.metadata = metadata
         self.state = state
         self.externalID = externalID
         self.createdAt = createdAt
         self.ringDeadline = ringDeadline
         self.updatedAt = updatedAt
+        self.answeredAt = answeredAt
+        self.answeredBy = answeredBy
+        self.endedAt = endedAt
+        self.endReason = endReason
+        self.endedBy = endedBy
     }
+
+    /// Whether `identity` takes part in the call. For provider calls the caller is not an
+    /// identity of the account, so only the callee does.
+    public func isParticipant(_ identity: String) -> Bool {
+        identity == callee || (source == .native && identity == caller)
+    }
+
+    /// The caller's identity, for native calls.
+    public var callerIdentity: String? { source == .native ? caller : nil }
+
+    /// Whether the call can still change (ringing or in progress).
+    public var isLive: Bool { state == .ringing || state == .accepted }
 }
 
 /// One attempt to reach one device for one call.
@@ -76,9 +135,11 @@ public struct Delivery: Sendable, Hashable {
     public var id: String
     /// The call.
     public var callID: String
-    /// The binding pushed to.
-    public var bindingID: String
-    /// `apns` or `fcm`.
+    /// The binding pushed to; `nil` for a live-connection delivery.
+    public var bindingID: String?
+    /// The device rung: a live connection's device, or the binding's `deviceId` when it has one.
+    public var deviceID: String?
+    /// `apns`, `fcm` or `websocket`.
     public var channel: PushChannel
     /// Push kind (`voip`, `alert`, `data`).
     public var kind: String
@@ -104,13 +165,15 @@ public struct Delivery: Sendable, Hashable {
 
     /// Creates a delivery.
     public init(
-        id: String, callID: String, bindingID: String, channel: PushChannel, kind: String, outcome: String = Delivery.pending,
+        id: String, callID: String, bindingID: String?, deviceID: String? = nil, channel: PushChannel, kind: String,
+        outcome: String = Delivery.pending,
         status: Int? = nil, reason: String? = nil, providerID: String? = nil, attempts: Int = 0, latencyMs: Double? = nil,
         createdAt: Date, completedAt: Date? = nil
     ) {
         self.id = id
         self.callID = callID
         self.bindingID = bindingID
+        self.deviceID = deviceID
         self.channel = channel
         self.kind = kind
         self.outcome = outcome
@@ -159,6 +222,15 @@ public protocol CallStore: Sendable {
     func deliveries(callID: String) async throws -> [Delivery]
     /// Moves a call to `state`, with the time.
     func setCallState(id: String, accountID: String, state: CallState, at date: Date) async throws
+    /// Applies a state change only if the call is still in one of `change.from` states (and, when
+    /// `change.beforeDeadline` is set, still inside its ring time): one conditional update, so of two
+    /// concurrent changes exactly one wins, across server instances too.
+    /// - Returns: the call after the change, or `nil` when the condition did not hold.
+    func transitionCall(_ change: CallChange) async throws -> Call?
+    /// Ringing calls whose ring time ended before `date`, oldest deadline first.
+    func expiredRingingCalls(before date: Date, limit: Int) async throws -> [Call]
+    /// Whether `identity` is in an accepted call of the account (as caller or callee).
+    func isInAcceptedCall(accountID: String, identity: String) async throws -> Bool
     /// Deletes calls (and their deliveries) created before `date`. Returns how many.
     func pruneCalls(createdBefore date: Date) async throws -> Int
 }

@@ -54,6 +54,8 @@ public enum PushChannel: String, Sendable, Hashable, CaseIterable {
     case apns
     /// Firebase Cloud Messaging.
     case fcm
+    /// The device's live WebSocket connection.
+    case websocket
 }
 
 extension PushDisposition {

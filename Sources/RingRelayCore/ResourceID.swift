@@ -16,6 +16,8 @@ public enum ResourceID {
     public static let call = "call"
     /// Prefix of delivery ids.
     public static let delivery = "dlv"
+    /// Prefix of live-connection event ids.
+    public static let event = "evt"
 
     static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz".utf8)
 

@@ -1,14 +1,22 @@
 import Foundation
 import Synchronization
 
-/// Sends one push to one binding for a call and reports the answer. Implemented by the server
-/// (push clients, store, fault registry); the engine itself does no I/O.
+/// One device to ring: a live connection, or a push binding.
+public enum RingTarget: Sendable, Hashable {
+    /// A device with a live connection, by device id.
+    case live(deviceID: String)
+    /// A push binding.
+    case binding(Binding)
+}
+
+/// Rings one target for a call and reports the answer. Implemented by the server (live hub, push
+/// clients, store, fault registry); the engine itself does no I/O.
 public protocol RingTransport: Sendable {
-    /// The channel and kind a binding will be rung on.
-    func route(_ binding: Binding) -> (channel: PushChannel, kind: String)
-    /// Pushes to one binding and returns the delivery with its outcome. Push failures are
-    /// outcomes, never thrown.
-    func deliver(_ delivery: Delivery, to binding: Binding, call: Call) async -> Delivery
+    /// The channel and kind a target will be rung on.
+    func route(_ target: RingTarget) -> (channel: PushChannel, kind: String)
+    /// Rings one target and returns the delivery with its outcome. Failures are outcomes, never
+    /// thrown.
+    func deliver(_ delivery: Delivery, to target: RingTarget, call: Call) async -> Delivery
 }
 
 /// Rings every device of a callee at once.
@@ -26,27 +34,36 @@ public final class RingEngine: Sendable {
         self.clock = clock
     }
 
-    /// Plans one delivery per binding (active ones only).
-    public func plan(_ call: Call, bindings: [Binding], transport: any RingTransport) -> [(Delivery, Binding)] {
-        bindings.filter { $0.status == .active }.map { binding in
-            let route = transport.route(binding)
-            let delivery = Delivery(
-                id: ResourceID.make(ResourceID.delivery, at: call.createdAt), callID: call.id, bindingID: binding.id,
-                channel: route.channel, kind: route.kind, createdAt: clock.now)
-            return (delivery, binding)
+    /// Plans one delivery per target (active bindings only).
+    public func plan(_ call: Call, targets: [RingTarget], transport: any RingTransport) -> [(Delivery, RingTarget)] {
+        targets.compactMap { target in
+            let route = transport.route(target)
+            let delivery: Delivery
+            switch target {
+            case .binding(let binding):
+                guard binding.status == .active else { return nil }
+                delivery = Delivery(
+                    id: ResourceID.make(ResourceID.delivery, at: clock.now), callID: call.id, bindingID: binding.id,
+                    deviceID: binding.deviceID, channel: route.channel, kind: route.kind, createdAt: clock.now)
+            case .live(let deviceID):
+                delivery = Delivery(
+                    id: ResourceID.make(ResourceID.delivery, at: clock.now), callID: call.id, bindingID: nil, deviceID: deviceID,
+                    channel: route.channel, kind: route.kind, createdAt: clock.now)
+            }
+            return (delivery, target)
         }
     }
 
     /// Sends the planned deliveries concurrently.
     ///
     /// - Returns: every delivery, answered or still `pending` when `waitAtMost` ran out.
-    public func ring(_ call: Call, planned: [(Delivery, Binding)], transport: any RingTransport, waitAtMost: Duration) async -> [Delivery] {
+    public func ring(_ call: Call, planned: [(Delivery, RingTarget)], transport: any RingTransport, waitAtMost: Duration) async -> [Delivery] {
         guard !planned.isEmpty else { return [] }
         let (answers, continuation) = AsyncStream.makeStream(of: Delivery.self)
-        for (delivery, binding) in planned {
+        for (delivery, target) in planned {
             let key = UUID()
             let task = Task {
-                let answered = await transport.deliver(delivery, to: binding, call: call)
+                let answered = await transport.deliver(delivery, to: target, call: call)
                 continuation.yield(answered)
                 _ = self.inFlight.withLock { $0.removeValue(forKey: key) }
             }
@@ -69,6 +86,18 @@ public final class RingEngine: Sendable {
         continuation.finish()
         let answered = collected.byID
         return planned.map { answered[$0.0.id] ?? $0.0 }
+    }
+
+    /// Runs `work` as a tracked background task, so a shutdown waits for it too (fallback pushes
+    /// after an unacknowledged live ring, for example).
+    public func track(_ work: @escaping @Sendable () async -> Void) {
+        let key = UUID()
+        inFlight.withLock { tasks in
+            tasks[key] = Task {
+                await work()
+                _ = self.inFlight.withLock { $0.removeValue(forKey: key) }
+            }
+        }
     }
 
     /// Waits for every delivery still in flight (for a graceful shutdown).

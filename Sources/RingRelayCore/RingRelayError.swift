@@ -49,6 +49,8 @@ public struct RingRelayError: Error, Sendable, CustomStringConvertible {
     public var location: String
     /// For `rateLimited`: when the client may try again (sent as `Retry-After`).
     public var retryAfter: Duration?
+    /// For call conflicts: the call's current state, sent with the error.
+    public var state: String?
 
     /// Creates an error.
     public init(

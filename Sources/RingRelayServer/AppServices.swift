@@ -26,14 +26,21 @@ struct AppServices: Sendable {
     var engine: RingEngine
     /// Per-account rate limit for webhooks and calls.
     var limiter: RateLimiter
+    /// Live connections of this instance.
+    var hub: LiveHub
     /// The server's logger.
     var logger: Logger
 
     /// Rings a callee's devices with this server's settings.
     var ringer: Ringer {
         Ringer(
-            store: store, engine: engine, pusher: pusher, clock: clock, metrics: metrics, logger: logger,
-            ringTimeout: configuration.ringTimeout, answerWait: configuration.webhookWait)
+            store: store, engine: engine, pusher: pusher, hub: hub, clock: clock, metrics: metrics, logger: logger,
+            ringTimeout: configuration.ringTimeout, answerWait: configuration.webhookWait, liveFallback: configuration.liveFallback)
+    }
+
+    /// Native calls and their commands.
+    var calls: CallService {
+        CallService(store: store, ringer: ringer, hub: hub, clock: clock, metrics: metrics, logger: logger)
     }
 
     /// Long-lived services, in start order; they stop in reverse, after the HTTP server: first the
@@ -43,6 +50,7 @@ struct AppServices: Sendable {
             pusher.apns,
             pusher.fcm,
             CallPruner(store: store, retention: configuration.callRetention, clock: clock, logger: logger),
+            RingTimeoutSweeper(calls: calls, hub: hub, metrics: metrics, logger: logger),
             RingDrainService(engine: engine, logger: logger),
         ]
     }

@@ -1,6 +1,7 @@
 import Configuration
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 import RingRelayAPNs
 import RingRelayCore
@@ -42,6 +43,11 @@ public func buildApplication(
     appLogger.logLevel = configuration.logLevel
     return Application(
         router: router,
+        // The same router answers the WebSocket upgrade, so /v1/connect gets the same authentication
+        // and error bodies as every other route.
+        server: .http1WebSocketUpgrade(
+            webSocketRouter: router,
+            configuration: .init(ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .enabled(timePeriod: configuration.livePingInterval)))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
         // Listed after the caller's services (the store), so they shut down before it and after
         // the HTTP server has drained.
@@ -67,7 +73,8 @@ extension AppServices {
             metrics: metrics, pusher: BindingPusher(
                 store: store, credentials: CredentialCache(store: store), apns: apns, fcm: fcm, faults: faults, clock: clock, logger: logger), faults: faults,
             engine: RingEngine(clock: clock),
-            limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), logger: logger)
+            limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock),
+            hub: LiveHub(clock: clock), logger: logger)
     }
 }
 
@@ -87,7 +94,8 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     BindingsController(services: services).register(on: router)
     TestPushController(services: services).register(on: router)
     WebhooksController(services: services, ringer: services.ringer, limiter: services.limiter).register(on: router)
-    CallsController(services: services).register(on: router)
+    CallsController(services: services, calls: services.calls).register(on: router)
+    ConnectController(hub: services.hub, calls: services.calls, metrics: services.metrics).register(on: router)
     return router
 }
 

@@ -28,7 +28,7 @@ struct ErrorMiddleware: RouterMiddleware {
             var headers = HTTPFields()
             if mapped.kind == .unauthenticated { headers[.wwwAuthenticate] = "Bearer" }
             if let wait = mapped.retryAfter { headers[.retryAfter] = String(Int(wait.timeInterval.rounded(.up))) }
-            return Response.json(status: Self.status(of: mapped.kind), ErrorBody(code: mapped.code, message: mapped.message), headers: headers)
+            return Response.json(status: Self.status(of: mapped.kind), ErrorBody(code: mapped.code, message: mapped.message, state: mapped.state), headers: headers)
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import RingRelayCore
 
 /// Who is calling, as established by ``AuthMiddleware``.
@@ -23,10 +24,12 @@ struct AccountScope: Sendable, Hashable {
 }
 
 /// The per-request context of every RingRelay route.
-struct RingRelayRequestContext: RequestContext {
+struct RingRelayRequestContext: RequestContext, WebSocketRequestContext {
     var coreContext: CoreRequestContextStorage
     /// Set by ``AuthMiddleware`` when valid credentials were presented.
     var principal: Principal?
+    /// Where the `/v1/connect` route leaves its handler for the WebSocket upgrade.
+    let webSocket = WebSocketHandlerReference<Self>()
 
     init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)

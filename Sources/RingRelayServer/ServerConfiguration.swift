@@ -41,6 +41,10 @@ public struct ServerConfiguration: Sendable {
     public var ringTimeout: Duration = .seconds(45)
     /// How long a webhook waits for the devices' first answers before it responds.
     public var webhookWait: Duration = .seconds(5)
+    /// How long a live ring waits for the device's ack before its push bindings are rung too.
+    public var liveFallback: Duration = .seconds(1)
+    /// How often the server pings live connections; one that misses a ping is dropped at the next.
+    public var livePingInterval: Duration = .seconds(15)
     /// Webhooks and calls per second per account (0: unlimited).
     public var rateLimit: Double = 100
     /// Burst allowed above the rate.
@@ -64,6 +68,8 @@ public struct ServerConfiguration: Sendable {
         case callRetention = "call-retention"
         case ringTimeout = "ring-timeout"
         case webhookWait = "webhook-wait"
+        case liveFallback = "live-fallback"
+        case livePingInterval = "live-ping-interval"
         case rateLimit = "rate-limit"
         case rateLimitBurst = "rate-limit-burst"
 
@@ -134,6 +140,8 @@ public struct ServerConfiguration: Sendable {
         if let text = value(.callRetention) { callRetention = try Self.duration(text, key: .callRetention, within: 60...(365 * 86_400)) }
         if let text = value(.ringTimeout) { ringTimeout = try Self.duration(text, key: .ringTimeout, within: 5...180) }
         if let text = value(.webhookWait) { webhookWait = try Self.duration(text, key: .webhookWait, within: 0...30) }
+        if let text = value(.liveFallback) { liveFallback = try Self.duration(text, key: .liveFallback, within: 0.05...30) }
+        if let text = value(.livePingInterval) { livePingInterval = try Self.duration(text, key: .livePingInterval, within: 1...300) }
         if let text = value(.rateLimit) {
             guard let rate = Double(text), rate >= 0 else { throw ConfigurationError(key: .rateLimit, "must be a number ≥ 0, got '\(text)'.") }
             rateLimit = rate

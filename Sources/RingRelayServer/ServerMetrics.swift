@@ -56,6 +56,26 @@ struct ServerMetrics: Sendable {
         Metrics.Timer(label: "ringrelay_call_to_first_push_seconds", factory: factory).recordSeconds(seconds)
     }
 
+    /// Counts a call reaching an outcome (`accepted`, `rejected`, `cancelled`, `missed`, `unreachable`, `ended`).
+    func recordCallOutcome(_ state: CallState) {
+        Counter(label: "ringrelay_calls_total", dimensions: [("outcome", state.rawValue)], factory: factory).increment()
+    }
+
+    /// Records the time from a call's arrival to its answer.
+    func recordTimeToAnswer(_ seconds: TimeInterval) {
+        Metrics.Timer(label: "ringrelay_call_answer_seconds", factory: factory).recordSeconds(seconds)
+    }
+
+    /// Counts pushes sent because a live ring was not acknowledged in time.
+    func recordLiveFallback(_ pushes: Int) {
+        Counter(label: "ringrelay_live_fallback_pushes_total", factory: factory).increment(by: pushes)
+    }
+
+    /// Sets the number of open live connections.
+    func recordLiveConnections(_ count: Int) {
+        Gauge(label: "ringrelay_live_connections", factory: factory).record(count)
+    }
+
     /// Sets the bindings gauge from fresh counts; cells with no bindings read 0.
     func recordBindingCounts(_ counts: [BindingCount]) {
         for type in BindingType.allCases {

@@ -88,7 +88,7 @@ struct WebhooksController {
         }
         let result = try await ringer.ring(
             accountID: accountID, source: .twilio, externalID: messageID, caller: object["twi_from"] as? String, callee: callee,
-            content: .init(apnsVoIP: voip, fcmData: data))
+            content: .init(liveEvent: .notification, livePayload: json, apnsVoIP: voip, fcmData: data))
         return respond(result)
     }
 
@@ -138,7 +138,9 @@ struct WebhooksController {
         // repeated delivery from a new call.
         let result = try await ringer.ring(
             accountID: accountID, source: .webex, externalID: TwilioSignature.sha256Hex(body), caller: nil, callee: actorID,
-            content: .init(apnsVoIP: voip, fcmData: fcm.map { ["webhookTelephonyPush": String(decoding: $0, as: UTF8.self)] }))
+            content: .init(
+                liveEvent: .notification, livePayload: apns.map(Array.init) ?? fcm.map(Array.init), apnsVoIP: voip,
+                fcmData: fcm.map { ["webhookTelephonyPush": String(decoding: $0, as: UTF8.self)] }))
         return respond(result)
     }
 
@@ -148,7 +150,9 @@ struct WebhooksController {
         if result.call.state == .unreachable {
             return Response.json(
                 status: .notFound,
-                ErrorBody(code: "no_reachable_device", message: "The identity '\(result.call.callee)' has no active binding in this account."))
+                ErrorBody(
+                    code: "no_reachable_device",
+                    message: "The identity '\(result.call.callee)' has no live connection and no active binding in this account."))
         }
         return Response.json(status: .ok, WebhookRingResponse(callId: result.call.id, deliveries: result.deliveries.map(DeliveryResource.init)))
     }

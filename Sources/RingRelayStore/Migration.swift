@@ -112,5 +112,49 @@ extension Migration {
                 """,
                 "CREATE INDEX deliveries_call ON deliveries(call_id, id)",
             ]),
+        Migration(
+            version: 4, name: "native calls and live deliveries",
+            statements: [
+                "ALTER TABLE calls ADD COLUMN caller_name TEXT",
+                "ALTER TABLE calls ADD COLUMN media TEXT NOT NULL DEFAULT 'audio'",
+                "ALTER TABLE calls ADD COLUMN metadata TEXT",
+                "ALTER TABLE calls ADD COLUMN answered_at INTEGER",
+                "ALTER TABLE calls ADD COLUMN answered_by TEXT",
+                "ALTER TABLE calls ADD COLUMN ended_at INTEGER",
+                "ALTER TABLE calls ADD COLUMN end_reason TEXT",
+                "ALTER TABLE calls ADD COLUMN ended_by TEXT",
+                // The ring-timeout sweep and the busy check read only live calls.
+                "CREATE INDEX calls_ringing ON calls(ring_deadline) WHERE state = 'ringing'",
+                "CREATE INDEX calls_accepted_callee ON calls(account_id, callee) WHERE state = 'accepted'",
+                "CREATE INDEX calls_accepted_caller ON calls(account_id, caller) WHERE state = 'accepted'",
+                // A live-connection delivery has a device and no binding: binding_id becomes optional.
+                """
+                CREATE TABLE deliveries_v4 (
+                    id TEXT PRIMARY KEY,
+                    call_id TEXT NOT NULL REFERENCES calls(id) ON DELETE CASCADE,
+                    binding_id TEXT,
+                    device_id TEXT,
+                    channel TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    outcome TEXT NOT NULL,
+                    status INTEGER,
+                    reason TEXT,
+                    provider_id TEXT,
+                    attempts INTEGER NOT NULL,
+                    latency_ms REAL,
+                    created_at INTEGER NOT NULL,
+                    completed_at INTEGER
+                ) STRICT
+                """,
+                """
+                INSERT INTO deliveries_v4 (id, call_id, binding_id, channel, kind, outcome, status, reason, provider_id, attempts,
+                    latency_ms, created_at, completed_at)
+                SELECT id, call_id, binding_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at,
+                    completed_at FROM deliveries
+                """,
+                "DROP TABLE deliveries",
+                "ALTER TABLE deliveries_v4 RENAME TO deliveries",
+                "CREATE INDEX deliveries_call ON deliveries(call_id, id)",
+            ]),
     ]
 }

@@ -401,6 +401,7 @@ extension SQLiteRow {
 
 extension SQLiteData {
     fileprivate static func optionalText(_ value: String?) -> SQLiteData { value.map(SQLiteData.text) ?? .null }
+    fileprivate static func optionalDate(_ value: Date?) -> SQLiteData { value.map { .integer($0.millis) } ?? .null }
 }
 
 extension Date {
@@ -412,22 +413,27 @@ extension Date {
 // MARK: - Calls
 
 extension SQLiteStore {
-    private static let callColumns = "id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at"
+    private static let callColumns = """
+        id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \
+        answered_at, answered_by, ended_at, end_reason, ended_by
+        """
     private static let deliveryColumns =
-        "id, call_id, binding_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
+        "id, call_id, binding_id, device_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
 
     public func createCall(_ call: Call) async throws -> CallCreation {
         // INSERT … ON CONFLICT DO NOTHING, then read back: the unique index decides which of two
         // concurrent deliveries of one notification rings.
         let inserted = try await query(
             """
-            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT DO NOTHING RETURNING id
             """,
             [
                 .text(call.id), .text(call.accountID), .text(call.source.rawValue), .optionalText(call.caller), .text(call.callee),
                 .text(call.state.rawValue), .optionalText(call.externalID), .integer(call.createdAt.millis),
-                .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis),
+                .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis), .optionalText(call.callerName),
+                .text(call.media.rawValue), .optionalText(call.metadata), .optionalDate(call.answeredAt), .optionalText(call.answeredBy),
+                .optionalDate(call.endedAt), .optionalText(call.endReason?.rawValue), .optionalText(call.endedBy),
             ])
         if !inserted.isEmpty { return .created(call) }
         guard let externalID = call.externalID,
@@ -450,7 +456,7 @@ extension SQLiteStore {
         guard !deliveries.isEmpty else { return }
         // One multi-row statement: atomic on its own, and one trip to the database thread
         // instead of one per row plus BEGIN and COMMIT.
-        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         _ = try await query(
             "INSERT INTO deliveries (\(Self.deliveryColumns)) VALUES " + Array(repeating: row, count: deliveries.count).joined(separator: ", "),
             deliveries.flatMap(Self.deliveryBinds))
@@ -465,19 +471,19 @@ extension SQLiteStore {
             [
                 .text(delivery.outcome), delivery.status.map { .integer($0) } ?? .null, .optionalText(delivery.reason),
                 .optionalText(delivery.providerID), .integer(delivery.attempts), delivery.latencyMs.map { .float($0) } ?? .null,
-                delivery.completedAt.map { .integer($0.millis) } ?? .null, .text(delivery.id),
+                .optionalDate(delivery.completedAt), .text(delivery.id),
             ])
     }
 
     public func deliveries(callID: String) async throws -> [Delivery] {
         try await query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? ORDER BY id", [.text(callID)]).map { row in
             Delivery(
-                id: row.string("id"), callID: row.string("call_id"), bindingID: row.string("binding_id"),
-                channel: PushChannel(rawValue: row.string("channel")) ?? .apns, kind: row.string("kind"), outcome: row.string("outcome"),
-                status: row.column("status")?.integer.map { Int($0) }, reason: row.optionalString("reason"),
-                providerID: row.optionalString("provider_id"), attempts: Int(row.column("attempts")?.integer ?? 0),
-                latencyMs: row.column("latency_ms")?.double, createdAt: row.date("created_at"),
-                completedAt: row.optionalDate("completed_at"))
+                id: row.string("id"), callID: row.string("call_id"), bindingID: row.optionalString("binding_id"),
+                deviceID: row.optionalString("device_id"), channel: PushChannel(rawValue: row.string("channel")) ?? .apns,
+                kind: row.string("kind"), outcome: row.string("outcome"), status: row.column("status")?.integer.map { Int($0) },
+                reason: row.optionalString("reason"), providerID: row.optionalString("provider_id"),
+                attempts: Int(row.column("attempts")?.integer ?? 0), latencyMs: row.column("latency_ms")?.double,
+                createdAt: row.date("created_at"), completedAt: row.optionalDate("completed_at"))
         }
     }
 
@@ -487,26 +493,76 @@ extension SQLiteStore {
             [.text(state.rawValue), .integer(date.millis), .text(id), .text(accountID)])
     }
 
+    public func transitionCall(_ change: CallChange) async throws -> Call? {
+        // One statement: the WHERE clause is the rule, so two devices accepting at once cannot both win.
+        let states = change.from.map(\.rawValue).sorted()
+        var sql = """
+            UPDATE calls SET state = ?, updated_at = ?,
+                answered_at = CASE WHEN ? = 'accepted' THEN ? ELSE answered_at END,
+                answered_by = CASE WHEN ? = 'accepted' THEN ? ELSE answered_by END,
+                ended_at = COALESCE(?, ended_at), end_reason = COALESCE(?, end_reason), ended_by = COALESCE(?, ended_by)
+            WHERE id = ? AND account_id = ? AND state IN (\(Array(repeating: "?", count: states.count).joined(separator: ", ")))
+            """
+        let final = change.endReason != nil
+        var binds: [SQLiteData] = [
+            .text(change.to.rawValue), .integer(change.at.millis),
+            .text(change.to.rawValue), .integer(change.at.millis),
+            .text(change.to.rawValue), .optionalText(change.answeredBy),
+            final ? .integer(change.at.millis) : .null, .optionalText(change.endReason?.rawValue), .optionalText(change.endedBy),
+            .text(change.id), .text(change.accountID),
+        ]
+        binds += states.map(SQLiteData.text)
+        if change.beforeDeadline {
+            sql += " AND ring_deadline > ?"
+            binds.append(.integer(change.at.millis))
+        }
+        sql += " RETURNING \(Self.callColumns)"
+        return try await query(sql, binds).first.map(Self.call)
+    }
+
+    public func expiredRingingCalls(before date: Date, limit: Int) async throws -> [Call] {
+        try await query(
+            "SELECT \(Self.callColumns) FROM calls WHERE state = 'ringing' AND ring_deadline <= ? ORDER BY ring_deadline LIMIT ?",
+            [.integer(date.millis), .integer(limit)]
+        ).map(Self.call)
+    }
+
+    public func isInAcceptedCall(accountID: String, identity: String) async throws -> Bool {
+        try await !query(
+            """
+            SELECT 1 FROM calls WHERE account_id = ? AND callee = ? AND state = 'accepted'
+            UNION ALL SELECT 1 FROM calls WHERE account_id = ? AND caller = ? AND source = 'native' AND state = 'accepted'
+            LIMIT 1
+            """,
+            [.text(accountID), .text(identity), .text(accountID), .text(identity)]
+        ).isEmpty
+    }
+
     public func pruneCalls(createdBefore date: Date) async throws -> Int {
         try await query("DELETE FROM calls WHERE created_at < ? RETURNING id", [.integer(date.millis)]).count
     }
 
     private static func deliveryBinds(_ delivery: Delivery) -> [SQLiteData] {
         [
-            .text(delivery.id), .text(delivery.callID), .text(delivery.bindingID), .text(delivery.channel.rawValue), .text(delivery.kind),
-            .text(delivery.outcome), delivery.status.map { .integer($0) } ?? .null, .optionalText(delivery.reason),
-            .optionalText(delivery.providerID), .integer(delivery.attempts), delivery.latencyMs.map { .float($0) } ?? .null,
-            .integer(delivery.createdAt.millis), delivery.completedAt.map { .integer($0.millis) } ?? .null,
+            .text(delivery.id), .text(delivery.callID), .optionalText(delivery.bindingID), .optionalText(delivery.deviceID),
+            .text(delivery.channel.rawValue), .text(delivery.kind), .text(delivery.outcome), delivery.status.map { .integer($0) } ?? .null,
+            .optionalText(delivery.reason), .optionalText(delivery.providerID), .integer(delivery.attempts),
+            delivery.latencyMs.map { .float($0) } ?? .null, .integer(delivery.createdAt.millis), .optionalDate(delivery.completedAt),
         ]
     }
 
     private static func call(_ row: SQLiteRow) throws -> Call {
-        guard let source = CallSource(rawValue: row.string("source")), let state = CallState(rawValue: row.string("state")) else {
-            throw RingRelayError(.internal, code: "store_corrupt", "A stored call has an unknown source or state.")
+        guard let source = CallSource(rawValue: row.string("source")), let state = CallState(rawValue: row.string("state")),
+            let media = CallMedia(rawValue: row.string("media"))
+        else {
+            throw RingRelayError(.internal, code: "store_corrupt", "A stored call has an unknown source, state or media.")
         }
         return Call(
             id: row.string("id"), accountID: row.string("account_id"), source: source, caller: row.optionalString("caller"),
-            callee: row.string("callee"), state: state, externalID: row.optionalString("external_id"), createdAt: row.date("created_at"),
-            ringDeadline: row.date("ring_deadline"), updatedAt: row.date("updated_at"))
+            callerName: row.optionalString("caller_name"), callee: row.string("callee"), media: media,
+            metadata: row.optionalString("metadata"), state: state, externalID: row.optionalString("external_id"),
+            createdAt: row.date("created_at"), ringDeadline: row.date("ring_deadline"), updatedAt: row.date("updated_at"),
+            answeredAt: row.optionalDate("answered_at"), answeredBy: row.optionalString("answered_by"), endedAt: row.optionalDate("ended_at"),
+            endReason: row.optionalString("end_reason").flatMap(CallEndReason.init(rawValue:)), endedBy: row.optionalString("ended_by"))
     }
 }

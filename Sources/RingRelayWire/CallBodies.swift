@@ -4,13 +4,16 @@ import Foundation
 public struct DeliveryResource: Sendable, Hashable, Codable {
     /// `dlv_…`
     public var id: String
-    /// The binding pushed to.
-    public var bindingId: String
-    /// `apns` or `fcm`.
+    /// The binding pushed to; absent for a live-connection delivery.
+    public var bindingId: String?
+    /// The device rung, when known (a live connection's, or the binding's `deviceId`).
+    public var deviceId: String?
+    /// `websocket`, `apns` or `fcm`.
     public var channel: String
-    /// `voip`, `alert` or `data`.
+    /// `event` (live connection), `voip`, `alert` or `data`.
     public var kind: String
-    /// `pending`, `delivered`, `invalidate_binding`, `fix_configuration`, `retry_exhausted` or `drop`.
+    /// `pending`, `delivered`, `unacknowledged` (live ring not acked in time; push followed),
+    /// `invalidate_binding`, `fix_configuration`, `retry_exhausted` or `drop`.
     public var outcome: String
     /// The push service's HTTP status.
     public var status: Int?
@@ -29,11 +32,12 @@ public struct DeliveryResource: Sendable, Hashable, Codable {
 
     /// Creates the body.
     public init(
-        id: String, bindingId: String, channel: String, kind: String, outcome: String, status: Int?, reason: String?, pushId: String?,
-        attempts: Int, latencyMs: Double?, createdAt: Date, completedAt: Date?
+        id: String, bindingId: String?, deviceId: String? = nil, channel: String, kind: String, outcome: String, status: Int?,
+        reason: String?, pushId: String?, attempts: Int, latencyMs: Double?, createdAt: Date, completedAt: Date?
     ) {
         self.id = id
         self.bindingId = bindingId
+        self.deviceId = deviceId
         self.channel = channel
         self.kind = kind
         self.outcome = outcome
@@ -55,33 +59,144 @@ public struct CallResource: Sendable, Hashable, Codable {
     public var source: String
     /// `ringing`, `accepted`, `rejected`, `cancelled`, `ended`, `missed` or `unreachable`.
     public var state: String
-    /// The caller as the source named it.
+    /// The caller as the source named it (for native calls, the caller's identity).
     public var from: String?
+    /// The caller's display name, when the caller gave one.
+    public var displayName: String?
     /// The identity rung.
     public var to: String
+    /// `audio` or `video`.
+    public var media: String
+    /// The caller's small JSON object, passed on unchanged.
+    public var metadata: JSONValue?
     /// When the call arrived.
     public var createdAt: Date
     /// When ringing stops.
     public var ringEndsAt: Date
     /// When the state last changed.
     public var updatedAt: Date
-    /// One entry per device rung.
-    public var deliveries: [DeliveryResource]
+    /// When a callee device accepted.
+    public var answeredAt: Date?
+    /// The `deviceId` that accepted.
+    public var answeredBy: String?
+    /// When the call reached a final state.
+    public var endedAt: Date?
+    /// Why it ended: `declined`, `cancelled`, `unanswered`, `hangup`.
+    public var endReason: String?
+    /// The identity whose command ended it (absent for a ring timeout).
+    public var endedBy: String?
+    /// One entry per device rung. Present in `GET /v1/calls/{id}`; absent inside WebSocket events.
+    public var deliveries: [DeliveryResource]?
 
     /// Creates the body.
     public init(
-        id: String, source: String, state: String, from: String?, to: String, createdAt: Date, ringEndsAt: Date, updatedAt: Date,
-        deliveries: [DeliveryResource]
+        id: String, source: String, state: String, from: String?, displayName: String? = nil, to: String, media: String = "audio",
+        metadata: JSONValue? = nil, createdAt: Date, ringEndsAt: Date, updatedAt: Date, answeredAt: Date? = nil, answeredBy: String? = nil,
+        endedAt: Date? = nil, endReason: String? = nil, endedBy: String? = nil, deliveries: [DeliveryResource]?
     ) {
         self.id = id
         self.source = source
         self.state = state
         self.from = from
+        self.displayName = displayName
         self.to = to
+        self.media = media
+        self.metadata = metadata
         self.createdAt = createdAt
         self.ringEndsAt = ringEndsAt
         self.updatedAt = updatedAt
+        self.answeredAt = answeredAt
+        self.answeredBy = answeredBy
+        self.endedAt = endedAt
+        self.endReason = endReason
+        self.endedBy = endedBy
         self.deliveries = deliveries
+    }
+}
+
+/// `POST /v1/calls` body: start a native call.
+public struct CreateCallRequest: Sendable, Hashable, Codable {
+    /// The caller's identity. A device token may omit it (its own identity is used) and may not
+    /// name another.
+    public var from: String?
+    /// The callee's identity.
+    public var to: String
+    /// `audio` (default) or `video`.
+    public var media: String?
+    /// Seconds to ring, 5–180, default 45.
+    public var ringTimeoutSeconds: Int?
+    /// A small JSON object (at most 1 KiB encoded) handed to the callee's devices unchanged.
+    public var metadata: JSONValue?
+    /// The caller's name as the callee's call screen should show it.
+    public var displayName: String?
+    /// End-to-end encrypted invites for `apns_alert` bindings, one per binding.
+    public var sealed: [SealedInvite]?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case from, to, media, ringTimeoutSeconds, metadata, displayName, sealed }
+
+    /// Creates a request.
+    public init(
+        from: String? = nil, to: String, media: String? = nil, ringTimeoutSeconds: Int? = nil, metadata: JSONValue? = nil,
+        displayName: String? = nil, sealed: [SealedInvite]? = nil
+    ) {
+        self.from = from
+        self.to = to
+        self.media = media
+        self.ringTimeoutSeconds = ringTimeoutSeconds
+        self.metadata = metadata
+        self.displayName = displayName
+        self.sealed = sealed
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
+        from = try container.decodeIfPresent(String.self, forKey: .from)
+        to = try container.decode(String.self, forKey: .to)
+        media = try container.decodeIfPresent(String.self, forKey: .media)
+        ringTimeoutSeconds = try container.decodeIfPresent(Int.self, forKey: .ringTimeoutSeconds)
+        metadata = try container.decodeIfPresent(JSONValue.self, forKey: .metadata)
+        displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
+        sealed = try container.decodeIfPresent([SealedInvite].self, forKey: .sealed)
+    }
+}
+
+/// An invite sealed by the caller's app to one `apns_alert` binding's public key. The server
+/// forwards it without being able to read it.
+public struct SealedInvite: Sendable, Hashable, Codable {
+    /// The `apns_alert` binding it is sealed for.
+    public var bindingId: String
+    /// The sealed box, base64.
+    public var box: String
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case bindingId, box }
+
+    /// Creates an invite.
+    public init(bindingId: String, box: String) {
+        self.bindingId = bindingId
+        self.box = box
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
+        bindingId = try container.decode(String.self, forKey: .bindingId)
+        box = try container.decode(String.self, forKey: .box)
+    }
+}
+
+/// Optional body of `POST /v1/calls/{id}/accept|reject|cancel|end`. An account key acting for a
+/// device names it; a device token needs no body.
+public struct CallCommandRequest: Sendable, Hashable, Codable {
+    /// The device acting, when an account key sends the command on a device's behalf.
+    public var deviceId: String?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case deviceId }
+
+    /// Creates a request.
+    public init(deviceId: String? = nil) { self.deviceId = deviceId }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
+        deviceId = try container.decodeIfPresent(String.self, forKey: .deviceId)
     }
 }
 

@@ -6,11 +6,14 @@ public struct ErrorBody: Sendable, Hashable, Codable {
         public var code: String
         /// What went wrong and how to fix it.
         public var message: String
+        /// For a call command that came too late: the call's current state.
+        public var state: String?
 
         /// Creates a detail.
-        public init(code: String, message: String) {
+        public init(code: String, message: String, state: String? = nil) {
             self.code = code
             self.message = message
+            self.state = state
         }
     }
 
@@ -18,7 +21,7 @@ public struct ErrorBody: Sendable, Hashable, Codable {
     public var error: Detail
 
     /// Creates an error body.
-    public init(code: String, message: String) {
-        self.error = Detail(code: code, message: message)
+    public init(code: String, message: String, state: String? = nil) {
+        self.error = Detail(code: code, message: message, state: state)
     }
 }

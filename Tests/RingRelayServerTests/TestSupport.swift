@@ -40,9 +40,15 @@ struct TestServer {
         logger.logLevel = .warning
         let app = try await buildApplication(
             configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
-        let result = try await app.test(setup, body)
-        try await store.close()
-        return result
+        do {
+            let result = try await app.test(setup, body)
+            try await store.close()
+            return result
+        } catch {
+            // Close even when the test failed, so one failure does not take the process down.
+            try? await store.close()
+            throw error
+        }
     }
 }
 

@@ -1,0 +1,330 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import HummingbirdWSClient
+import Logging
+import NIOCore
+import NIOWebSocket
+@testable import RingRelayServer
+import RingRelayTesting
+import RingRelayWire
+import Testing
+
+/// Native calls over live connections: real WebSocket clients against a live server.
+/// Alice (one device) calls Bob (two devices); Carol is a stranger to the call.
+@Suite struct LiveCallTests {
+    struct World {
+        let server: TestServer
+        let client: any TestClientProtocol
+        let port: Int
+        let key: String
+        let alice: String
+        let bob1: String
+        let bob2: String
+        let carol: String
+
+        func connect(_ token: String, lastEventID: String? = nil, autoAck: Bool = true) async throws -> LiveDevice {
+            try await LiveDevice.connect(port: port, token: token, lastEventID: lastEventID, autoAck: autoAck)
+        }
+
+        /// Alice calls Bob; returns the call.
+        func call(_ body: String = #"{"to":"bob"}"#, token: String? = nil) async throws -> CallResource {
+            let response = try await client.send(.post, "/v1/calls", token: token ?? alice, json: body)
+            #expect(response.status == .created, "\(String(buffer: response.body))")
+            return try response.decode(CallResource.self)
+        }
+
+        func command(_ command: String, _ callID: String, token: String, json: String? = nil) async throws -> TestResponse {
+            try await client.send(.post, "/v1/calls/\(callID)/\(command)", token: token, json: json)
+        }
+    }
+
+    static func withWorld(configure: (inout ServerConfiguration) -> Void = { _ in }, _ body: @Sendable (World) async throws -> Void) async throws {
+        var server = try await TestServer.make(start: Date())
+        configure(&server.configuration)
+        let configured = server
+        try await configured.withClient(.live) { client in
+            let key = try await client.createAccount("acme", admin: configured.adminToken).apiKey
+            let world = World(
+                server: configured, client: client, port: try #require(client.port), key: key,
+                alice: try await client.accessToken(identity: "alice", deviceID: "a1", key: key),
+                bob1: try await client.accessToken(identity: "bob", deviceID: "b1", key: key),
+                bob2: try await client.accessToken(identity: "bob", deviceID: "b2", key: key),
+                carol: try await client.accessToken(identity: "carol", deviceID: "c1", key: key))
+            try await body(world)
+        }
+    }
+
+    @Test func everyDeviceRingsAndTheFirstAcceptWins() async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.connect(world.alice)
+            let bob1 = try await world.connect(world.bob1)
+            let bob2 = try await world.connect(world.bob2)
+
+            let call = try await world.call(#"{"to":"bob","media":"video","displayName":"Alice","metadata":{"room":"r-1"}}"#)
+            #expect(call.state == "ringing")
+            #expect(call.from == "alice")
+            #expect(call.media == "video")
+            #expect(Set(call.deliveries?.compactMap(\.deviceId) ?? []) == ["b1", "b2"])
+            #expect(call.deliveries?.allSatisfy { $0.channel == "websocket" } == true)
+
+            for device in [bob1, bob2] {
+                let ring = try await device.nextEvent()
+                #expect(ring.type == .incoming)
+                #expect(ring.callId == call.id)
+                #expect(ring.call.displayName == "Alice")
+                #expect(ring.call.metadata == .object(["room": .string("r-1")]))
+                #expect(ring.calleeBusy == nil)
+            }
+
+            try await bob1.send(.accept(callId: call.id))
+            #expect(try await bob1.nextEvent().type == .accepted)
+            let elsewhere = try await bob2.nextEvent()
+            #expect(elsewhere.type == .answeredElsewhere)
+            #expect(elsewhere.reason == "answered_elsewhere")
+            let accepted = try await alice.nextEvent()
+            #expect(accepted.type == .accepted)
+            #expect(accepted.call.answeredBy == "b1")
+
+            // A late accept gets 409 with the state that won.
+            let late = try await world.command("accept", call.id, token: world.bob2)
+            #expect(late.status == .conflict)
+            let body = try late.decode(ErrorBody.self)
+            #expect(body.error.code == "call_not_ringing")
+            #expect(body.error.state == "accepted")
+
+            // Either side hangs up.
+            let ended = try await world.command("end", call.id, token: world.alice)
+            #expect(ended.status == .ok)
+            #expect(try ended.decode(CallResource.self).endReason == "hangup")
+            let hangup = try await bob1.nextEvent()
+            #expect(hangup.type == .ended)
+            #expect(hangup.reason == "hangup")
+            #expect(hangup.call.endedBy == "alice")
+
+            // The record has every delivery, acknowledged.
+            let record = try await world.client.send(.get, "/v1/calls/\(call.id)", token: world.alice).decode(CallResource.self)
+            #expect(record.state == "ended")
+            #expect(record.deliveries?.map(\.outcome) == ["delivered", "delivered"])
+            for device in [alice, bob1, bob2] { await device.close() }
+        }
+    }
+
+    @Test func twoAcceptsAtOnceHaveOneWinner() async throws {
+        try await Self.withWorld { world in
+            let bob1 = try await world.connect(world.bob1)
+            let bob2 = try await world.connect(world.bob2)
+            for _ in 0..<5 {
+                let call = try await world.call()
+                async let first = world.command("accept", call.id, token: world.bob1)
+                async let second = world.command("accept", call.id, token: world.bob2)
+                let statuses = try await [first.status, second.status]
+                #expect(statuses.filter { $0 == .ok }.count == 1, "\(statuses)")
+                #expect(statuses.filter { $0 == .conflict }.count == 1, "\(statuses)")
+                #expect(try await world.command("end", call.id, token: world.alice).status == .ok)
+            }
+            await bob1.close()
+            await bob2.close()
+        }
+    }
+
+    @Test func aRejectDeclinesForEveryDevice() async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.connect(world.alice)
+            let bob1 = try await world.connect(world.bob1)
+            let bob2 = try await world.connect(world.bob2)
+            let call = try await world.call()
+            _ = try await bob1.nextEvent()
+            _ = try await bob2.nextEvent()
+
+            try await bob2.send(.reject(callId: call.id))
+            #expect(try await bob2.nextEvent().type == .rejected)
+            let other = try await bob1.nextEvent()
+            #expect(other.type == .declinedElsewhere)
+            let rejected = try await alice.nextEvent()
+            #expect(rejected.type == .rejected)
+            #expect(rejected.reason == "declined")
+            #expect(rejected.call.state == "rejected")
+
+            // Commands after the end answer over the socket with the state.
+            try await bob1.send(.accept(callId: call.id))
+            guard case .error(let error, let callID) = try await bob1.next() else { Issue.record("expected an error frame"); return }
+            #expect(error.code == "call_not_ringing")
+            #expect(error.state == "rejected")
+            #expect(callID == call.id)
+            for device in [alice, bob1, bob2] { await device.close() }
+        }
+    }
+
+    @Test func theCallerCancelsAndOnlyTheCallerMay() async throws {
+        try await Self.withWorld { world in
+            let bob1 = try await world.connect(world.bob1)
+            let bob2 = try await world.connect(world.bob2)
+            let call = try await world.call()
+            _ = try await bob1.nextEvent()
+            _ = try await bob2.nextEvent()
+
+            // Roles: the callee may not cancel, the caller may not accept, a stranger cannot see it.
+            #expect(try await world.command("cancel", call.id, token: world.bob1).status == .forbidden)
+            #expect(try await world.command("accept", call.id, token: world.alice).status == .forbidden)
+            #expect(try await world.command("accept", call.id, token: world.carol).status == .notFound)
+            #expect(try await world.client.send(.get, "/v1/calls/\(call.id)", token: world.carol).status == .notFound)
+            #expect(try await world.command("end", call.id, token: world.alice).errorCode == "call_not_active")
+
+            #expect(try await world.command("cancel", call.id, token: world.alice).status == .ok)
+            for device in [bob1, bob2] {
+                let cancelled = try await device.nextEvent()
+                #expect(cancelled.type == .cancelled)
+                #expect(cancelled.reason == "cancelled")
+            }
+            for device in [bob1, bob2] { await device.close() }
+        }
+    }
+
+    @Test func anUnansweredRingEndsAsMissedByTheClock() async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.connect(world.alice)
+            let bob1 = try await world.connect(world.bob1)
+            let call = try await world.call(#"{"to":"bob","ringTimeoutSeconds":20}"#)
+            _ = try await bob1.nextEvent()
+            #expect(try await bob1.receivesNothing())
+
+            world.server.clock.advance(by: 21)
+            let missed = try await bob1.nextEvent()
+            #expect(missed.type == .missed)
+            #expect(missed.reason == "unanswered")
+            let ended = try await alice.nextEvent()
+            #expect(ended.type == .ended)
+            #expect(ended.reason == "unanswered")
+            #expect(ended.call.state == "missed")
+
+            let late = try await world.command("accept", call.id, token: world.bob1)
+            #expect(late.status == .conflict)
+            #expect(try late.decode(ErrorBody.self).error.state == "missed")
+            await alice.close()
+            await bob1.close()
+        }
+    }
+
+    @Test func aReconnectingDeviceGetsWhatItDidNotAcknowledge() async throws {
+        try await Self.withWorld { world in
+            var bob = try await world.connect(world.bob1, autoAck: false)
+            let call = try await world.call()
+            let ring = try await bob.nextEvent()
+            #expect(ring.type == .incoming)
+            await bob.close()
+
+            // Not acknowledged: sent again, with the same id.
+            bob = try await world.connect(world.bob1, autoAck: false)
+            #expect(bob.ready?.replayed == 1)
+            #expect(try await bob.nextEvent().eventId == ring.eventId)
+            try await bob.send(.ack(eventId: ring.eventId))
+            try await Task.sleep(for: .milliseconds(200))
+            await bob.close()
+
+            // Offline when the caller cancels: the cancellation waits for the device.
+            #expect(try await world.command("cancel", call.id, token: world.alice).status == .ok)
+            bob = try await world.connect(world.bob1, lastEventID: ring.eventId, autoAck: false)
+            #expect(bob.ready?.replayed == 1)
+            let cancelled = try await bob.nextEvent()
+            #expect(cancelled.type == .cancelled)
+            await bob.close()
+
+            // Having seen it, nothing is replayed.
+            bob = try await world.connect(world.bob1, lastEventID: cancelled.eventId)
+            #expect(bob.ready?.replayed == 0)
+            #expect(try await bob.receivesNothing())
+            await bob.close()
+        }
+    }
+
+    @Test func aNewerConnectionReplacesTheOlder() async throws {
+        try await Self.withWorld { world in
+            let old = try await world.connect(world.bob1)
+            let new = try await world.connect(world.bob1)
+            #expect(try await old.closeCode() == .unknown(LiveHub.replacedCloseCode))
+            // Only the newer connection rings.
+            let call = try await world.call()
+            #expect(try await new.nextEvent().callId == call.id)
+            await new.close()
+        }
+    }
+
+    @Test func aBusyCalleeStillRingsWithTheFlag() async throws {
+        try await Self.withWorld { world in
+            let bob1 = try await world.connect(world.bob1)
+            let first = try await world.call()
+            _ = try await bob1.nextEvent()
+            #expect(try await world.command("accept", first.id, token: world.bob1).status == .ok)
+            _ = try await bob1.nextEvent()
+
+            _ = try await world.call(token: world.carol)
+            let second = try await bob1.nextEvent()
+            #expect(second.type == .incoming)
+            #expect(second.calleeBusy == true)
+            #expect(second.call.from == "carol")
+            await bob1.close()
+        }
+    }
+
+    @Test func badFramesGetErrorsAndTheConnectionStays() async throws {
+        try await Self.withWorld { world in
+            let bob = try await world.connect(world.bob1)
+            for (text, code) in [
+                ("not json", "malformed_frame"), (#"{"type":"dance"}"#, "unknown_frame_type"), (#"{"type":"accept"}"#, "malformed_frame"),
+                (#"{"type":"ping","extra":1}"#, "unknown_field"), (#"{"type":"accept","callId":"call_nope"}"#, "call_not_found"),
+            ] {
+                try await bob.sendText(text)
+                guard case .error(let error, _) = try await bob.next() else { Issue.record("no error frame for \(text)"); continue }
+                #expect(error.code == code, "\(text)")
+            }
+            try await bob.send(.ping)
+            #expect(try await bob.next() == .pong)
+            await bob.close()
+        }
+    }
+
+    @Test func theLiveConnectionNeedsADeviceToken() async throws {
+        try await Self.withWorld { world in
+            // Refused before the upgrade: no token, an account key, a forged token.
+            for query in ["", "?access_token=\(world.key)", "?access_token=\(world.bob1)x", "?access_token=\(world.bob1)&lastEventId=nope"] {
+                await #expect(throws: WebSocketClientError.webSocketUpgradeFailed, "\(query)") {
+                    try await WebSocketClient.connect(url: "ws://127.0.0.1:\(world.port)/v1/connect\(query)", logger: .init(label: "test")) { _, _, _ in
+                        Issue.record("upgraded with \(query)")
+                    }
+                }
+            }
+            // A plain GET is told what the route is for.
+            let plain = try await world.client.send(.get, "/v1/connect", token: world.bob1)
+            #expect(plain.status == .badRequest)
+            #expect(plain.errorCode == "websocket_required")
+            #expect(try await world.client.send(.get, "/v1/connect").status == .unauthorized)
+        }
+    }
+
+    @Test func callsAreCheckedBeforeAnythingRings() async throws {
+        try await Self.withWorld { world in
+            let bob = try await world.connect(world.bob1)
+            for (body, status, code) in [
+                (#"{"to":"bob","media":"smell"}"#, HTTPResponse.Status.unprocessableContent, "invalid_field"),
+                (#"{"to":"bob","ringTimeoutSeconds":3}"#, .unprocessableContent, "invalid_field"),
+                (#"{"to":"bob","metadata":[1]}"#, .unprocessableContent, "invalid_field"),
+                (#"{"to":"bob","metadata":{"x":"\#(String(repeating: "y", count: 2000))"}}"#, .unprocessableContent, "invalid_field"),
+                (#"{"to":"bob","from":"mallory"}"#, .forbidden, "forbidden"),
+                (#"{"from":"alice"}"#, .unprocessableContent, "missing_field"),
+                (#"{"to":"bob","color":"red"}"#, .unprocessableContent, "unknown_field"),
+                (#"{"to":"bob","sealed":[{"bindingId":"bnd_x","box":"not base64!"}]}"#, .unprocessableContent, "invalid_field"),
+                (#"{"to":"nobody"}"#, .notFound, "no_reachable_device"),
+            ] {
+                let response = try await world.client.send(.post, "/v1/calls", token: world.alice, json: body)
+                #expect(response.status == status, "\(body)")
+                #expect(response.errorCode == code, "\(body)")
+            }
+            // An account key names the caller; without one it is a missing field.
+            #expect(try await world.client.send(.post, "/v1/calls", token: world.key, json: #"{"to":"bob"}"#).errorCode == "missing_field")
+            #expect(try await world.client.send(.post, "/v1/calls", token: world.key, json: #"{"from":"alice","to":"bob"}"#).status == .created)
+            #expect(try await bob.nextEvent().call.from == "alice")
+            await bob.close()
+        }
+    }
+}
