@@ -12,6 +12,8 @@ import WSCore
 final class LiveDevice: Sendable {
     private struct State {
         var frames: [ServerFrame] = []
+        /// Every text frame as it arrived, for byte-exact checks.
+        var texts: [String] = []
         var consumed = 0
         var outbound: WebSocketOutboundWriter?
         var closed: WebSocketCloseFrame??
@@ -39,6 +41,7 @@ final class LiveDevice: Sendable {
             let close = try? await WebSocketClient.connect(url: url, logger: logger) { inbound, outbound, _ in
                 device.state.withLock { $0.outbound = outbound }
                 for try await message in inbound.messages(maxSize: 1 << 20) {
+                    if case .text(let text) = message { device.state.withLock { $0.texts.append(text) } }
                     guard case .text(let text) = message, let frame = try? JSONDecoder.ringRelay.decode(ServerFrame.self, from: Data(text.utf8))
                     else { continue }
                     device.state.withLock { $0.frames.append(frame) }
@@ -56,6 +59,9 @@ final class LiveDevice: Sendable {
         }
         return device
     }
+
+    /// Every text frame received so far, as sent.
+    var texts: [String] { state.withLock { $0.texts } }
 
     /// The `ready` frame's content.
     var ready: LiveReady? {

@@ -57,6 +57,7 @@ extension TestServer {
 
     /// A server pointed at a started simulator, with an account whose APNs key the simulator knows.
     static func withPushServer(
+        _ setup: TestingSetup = .router,
         configure: (inout ServerConfiguration) -> Void = { _ in },
         _ body: @Sendable (TestServer, APNsSimulator, any TestClientProtocol, String) async throws -> Void
     ) async throws {
@@ -75,7 +76,7 @@ extension TestServer {
         let key = P256.Signing.PrivateKey()
         simulator.registerSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", publicKey: key.publicKey, topics: [TestServer.bundleID])
         let p8 = key.pemRepresentation
-        try await server.withClient { client in
+        try await server.withClient(setup) { client in
             let apiKey = try await client.createAccount("acme", admin: server.adminToken).apiKey
             let credential = try JSONSerialization.data(withJSONObject: ["teamId": "TEAM123456", "keyId": "KEY1234567", "privateKey": p8, "topic": TestServer.bundleID])
             #expect(try await client.send(.put, "/v1/credentials/apns", token: apiKey, json: String(decoding: credential, as: UTF8.self)).status == .ok)

@@ -34,13 +34,14 @@ import Testing
 
     /// Posts a Twilio Call Notification, signed for `http://ringrelay.test<path>?bodySHA256=…`.
     static func postTwilio(
-        _ client: any TestClientProtocol, accountID: String, body: String, signature: String? = nil, extraHeaders: HTTPFields = [:]
+        _ client: any TestClientProtocol, accountID: String, body: String, signature: String? = nil, extraHeaders: HTTPFields = [:],
+        signedHost: String = host
     ) async throws -> TestResponse {
         let bytes = Array(body.utf8)
         let path = "/v1/webhooks/twilio/\(accountID)?bodySHA256=\(sha256(bytes))"
         var headers = extraHeaders
         headers[.contentType] = "application/json"
-        headers[HTTPField.Name("X-Twilio-Signature")!] = signature ?? twilioSignature(url: "http://\(host)\(path)")
+        headers[HTTPField.Name("X-Twilio-Signature")!] = signature ?? twilioSignature(url: "http://\(signedHost)\(path)")
         return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(bytes: bytes))
     }
 
