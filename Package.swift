@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "ringrelay", targets: ["RingRelayCLI"]),
         .library(name: "RingRelayServer", targets: ["RingRelayServer"]),
         .library(name: "RingRelayWire", targets: ["RingRelayWire"]),
+        .library(name: "RingRelayKit", targets: ["RingRelayKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -41,6 +42,12 @@ let package = Package(
         ),
         .target(
             name: "RingRelayWire",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            // The client SDK: Foundation, the wire types and swift-crypto only, nothing server-side.
+            name: "RingRelayKit",
+            dependencies: ["RingRelayWire", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -148,6 +155,12 @@ let package = Package(
         .testTarget(
             name: "RingRelayCoreTests",
             dependencies: ["RingRelayCore", "RingRelayWire"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RingRelayKitTests",
+            dependencies: ["RingRelayKit", "RingRelayWire"],
+            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,177 @@
+import Foundation
+import RingRelayWire
+import Synchronization
+
+extension CallManager {
+    // MARK: Answer
+
+    /// Answers the incoming call with this UUID: what a system UI bridge calls when the user taps
+    /// Answer. The answer is fulfilled (``SystemCallUI/fulfillAnswer(uuid:)``) once the server
+    /// confirms, or failed when the call was lost.
+    public func answer(uuid: UUID, origin: ActionOrigin = .systemUI) async throws(RingRelayError) {
+        guard let call = call(uuid: uuid) else {
+            systemUI.failAnswer(uuid: uuid)
+            throw .invalidCallState(.ended(nil))
+        }
+        try await answer(call, origin: origin)
+    }
+
+    func answer(_ call: Call, origin: ActionOrigin) async throws(RingRelayError) {
+        switch call.state {
+        case .connected, .held:
+            systemUI.fulfillAnswer(uuid: call.uuid)
+            return
+        case .connecting:
+            return  // The answer already on its way fulfils or fails the system's action.
+        case .ringing where call.direction == .incoming:
+            break
+        case .ringing, .ended:
+            systemUI.failAnswer(uuid: call.uuid)
+            throw .invalidCallState(call.state)
+        }
+        guard call.transition(to: .connecting, if: { $0 == .ringing }) != nil else {
+            throw .invalidCallState(call.state)
+        }
+        holdConnectedCalls(except: call)
+        if let signaling, let callId = call.serverCallId {
+            do {
+                _ = try await signaling.send(.accept, callId: callId)
+            } catch {
+                let reason = error.serverError.flatMap { $0.kind == .conflict ? CallEndReason(lostCallState: $0.callState ?? "") : nil }
+                finish(call, reason: reason ?? .failed, reportToSystem: true)
+                throw error
+            }
+        }
+        confirmAnswer(call)
+        if call.state.isEnded { throw .invalidCallState(call.state) }
+    }
+
+    /// The server confirmed this device's answer (command answer or `call.accepted` event).
+    func confirmAnswer(_ call: Call) {
+        if call.transition(to: .connected, if: { $0 == .connecting }) != nil {
+            systemUI.fulfillAnswer(uuid: call.uuid)
+        }
+    }
+
+    // MARK: Reject and end
+
+    func reject(_ call: Call, origin: ActionOrigin) async throws(RingRelayError) {
+        guard call.direction == .incoming, call.state == .ringing else {
+            if call.state.isEnded { return }
+            throw .invalidCallState(call.state)
+        }
+        finish(call, reason: nil, reportToSystem: origin == .app)
+        try await send(.reject, for: call)
+    }
+
+    /// Ends the call with this UUID: what a system UI bridge calls when the user taps End or Decline.
+    public func end(uuid: UUID, origin: ActionOrigin = .systemUI) async throws(RingRelayError) {
+        guard let call = call(uuid: uuid) else { return }
+        try await end(call, origin: origin)
+    }
+
+    func end(_ call: Call, origin: ActionOrigin) async throws(RingRelayError) {
+        let state = call.state
+        switch state {
+        case .ended:
+            return
+        case .ringing where call.direction == .incoming:
+            try await reject(call, origin: origin)
+        case .ringing:
+            if finish(call, reason: nil, reportToSystem: origin == .app) { try await send(.cancel, for: call) }
+        case .connecting:
+            // The accept may or may not have reached the server: decline, or hang up if it had.
+            if finish(call, reason: nil, reportToSystem: origin == .app) {
+                do throws(RingRelayError) {
+                    try await send(.reject, for: call, ignoringConflict: false)
+                } catch where error.serverError?.kind == .conflict {
+                    try await send(.end, for: call)
+                }
+            }
+        case .connected, .held:
+            if finish(call, reason: nil, reportToSystem: origin == .app) { try await send(.end, for: call) }
+        }
+    }
+
+    /// Sends a command for a call the server knows; a conflict (the call moved on) is no failure
+    /// for a call that is over here anyway.
+    private func send(_ command: CallCommand, for call: Call, ignoringConflict: Bool = true) async throws(RingRelayError) {
+        guard let signaling, let callId = call.serverCallId else { return }
+        do {
+            _ = try await signaling.send(command, callId: callId)
+        } catch where ignoringConflict && error.serverError?.kind == .conflict {
+            return
+        }
+    }
+
+    // MARK: Hold
+
+    /// Puts the call with this UUID on hold or resumes it: what a system UI bridge calls for the
+    /// system's hold action.
+    public func setHeld(uuid: UUID, onHold: Bool, origin: ActionOrigin = .systemUI) throws(RingRelayError) {
+        guard let call = call(uuid: uuid) else { throw .invalidCallState(.ended(nil)) }
+        try setHeld(call, onHold, origin: origin)
+    }
+
+    func setHeld(_ call: Call, _ onHold: Bool, origin: ActionOrigin) throws(RingRelayError) {
+        guard call.state.isInProgress else { throw .invalidCallState(call.state) }
+        if onHold {
+            if call.transition(to: .held, if: { $0 == .connected }) != nil, origin == .app {
+                systemUI.reportCallHeld(uuid: call.uuid, onHold: true)
+            }
+        } else {
+            holdConnectedCalls(except: call)
+            if call.transition(to: .connected, if: { $0 == .held }) != nil, origin == .app {
+                systemUI.reportCallHeld(uuid: call.uuid, onHold: false)
+            }
+        }
+    }
+
+    /// Swaps calls: resumes the most recent held call and holds the connected one.
+    ///
+    /// - Returns: whether there was a held call to swap to.
+    @discardableResult
+    public func swap() -> Bool {
+        guard let held = calls.last(where: { $0.state == .held }) else { return false }
+        return (try? setHeld(held, false, origin: .app)) != nil
+    }
+
+    /// Holds every connected call but `call`; only one call is connected at a time.
+    func holdConnectedCalls(except call: Call) {
+        for other in calls where other !== call {
+            if other.transition(to: .held, if: { $0 == .connected }) != nil {
+                systemUI.reportCallHeld(uuid: other.uuid, onHold: true)
+            }
+        }
+    }
+
+    // MARK: Outgoing
+
+    /// Calls `callee` (an identity of this account): the server rings all the callee's devices.
+    /// A connected call is put on hold.
+    ///
+    /// - Returns: the call, ringing; it connects when the callee answers.
+    /// - Throws: ``RingRelayError/noSignaling`` without a server, ``RingRelayError/tooManyCalls``
+    ///   at the limit, or the server's error.
+    public func startCall(
+        to callee: String, media: CallMedia = .audio, displayName: String? = nil, metadata: JSONValue? = nil
+    ) async throws(RingRelayError) -> Call {
+        guard let signaling else { throw .noSignaling }
+        guard calls.count < configuration.maximumCalls else { throw .tooManyCalls }
+        let resource = try await signaling.createCall(to: callee, media: media, displayName: displayName, metadata: metadata)
+        let key = CallKey.ringRelay(callId: resource.id)
+        let info = Call.Info(
+            remote: CallParty(identity: resource.to), media: CallMedia(wireValue: resource.media), serverCallId: resource.id,
+            metadata: resource.metadata)
+        let call = Call(
+            key: key, direction: .outgoing, source: .ringRelay, info: info, manager: self, executor: configuration.callbackExecutor)
+        table.withLock { table in
+            table.calls.append(call)
+            table.keysByServerId[resource.id] = key
+        }
+        holdConnectedCalls(except: call)
+        systemUI.reportOutgoingCallStarted(OutgoingCallReport(uuid: call.uuid, callee: call.remote, hasVideo: call.media == .video))
+        call.announceRinging()
+        return call
+    }
+}

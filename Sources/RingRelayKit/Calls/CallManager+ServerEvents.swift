@@ -1,0 +1,72 @@
+import Foundation
+import RingRelayWire
+
+extension CallManager {
+    /// Applies one live call event: rings new calls, ends the calls the server ended, confirms
+    /// answers. ``RingRelayClient`` calls this for every event; call it yourself when you carry
+    /// the events some other way.
+    public func handle(_ event: CallEvent) {
+        switch event.type {
+        case .incoming:
+            let info = Call.Info(
+                remote: CallParty(identity: event.call.from ?? CallParty.unknown.identity, displayName: event.call.displayName),
+                media: CallMedia(wireValue: event.call.media), calleeBusy: event.calleeBusy ?? false, serverCallId: event.callId,
+                metadata: event.call.metadata)
+            ring(Sighting(key: .ringRelay(callId: event.callId), source: .ringRelay, info: info, fromPush: false, lostReason: lostReason(event)))
+        case .notification:
+            ringProviderCall(event)
+        case .accepted:
+            guard let call = call(serverCallId: event.callId) else { return }
+            if call.direction == .incoming {
+                confirmAnswer(call)
+            } else if call.transition(to: .connected, if: { $0 == .ringing }) != nil {
+                systemUI.reportOutgoingCallConnected(uuid: call.uuid)
+            }
+        case .rejected:
+            guard let call = call(serverCallId: event.callId) else { return }
+            // To the caller: the callee declined. To the declining device: its own decline.
+            if call.direction == .outgoing {
+                finish(call, reason: .remoteEnded, reportToSystem: true)
+            } else {
+                finish(call, reason: nil, reportToSystem: true)
+            }
+        case .cancelled:
+            finish(serverCallId: event.callId, reason: .remoteEnded)
+        case .answeredElsewhere:
+            finish(serverCallId: event.callId, reason: .answeredElsewhere)
+        case .declinedElsewhere:
+            finish(serverCallId: event.callId, reason: .declinedElsewhere)
+        case .missed:
+            finish(serverCallId: event.callId, reason: .unanswered)
+        case .ended:
+            finish(serverCallId: event.callId, reason: event.reason.flatMap(CallEndReason.init(serverReason:)) ?? .remoteEnded)
+        }
+    }
+
+    /// A Twilio or Webex call announced over the live connection: keyed by the provider's id, so
+    /// the VoIP push of the same call finds it.
+    private func ringProviderCall(_ event: CallEvent) {
+        let content = PushParser.parse(providerPayload: event.payload ?? .null, provider: event.provider)
+        let source: CallSource
+        let caller: CallParty
+        let payload: JSONValue
+        switch content {
+        case .twilioCall(let notification):
+            (source, caller, payload) = (.twilio, notification.caller, notification.payload)
+        case .webex(let notification):
+            (source, caller, payload) = (.webex, notification.caller, notification.payload)
+        case .ringRelay, .twilioCancel, .unrecognized:
+            return
+        }
+        let info = Call.Info(
+            remote: caller, media: CallMedia(wireValue: event.call.media), calleeBusy: event.calleeBusy ?? false, serverCallId: event.callId,
+            providerPayload: payload)
+        ring(Sighting(key: content.key, source: source, info: info, fromPush: false, lostReason: lostReason(event)))
+    }
+
+    /// Why a ring event (perhaps replayed after a reconnect) can no longer ring, if it cannot.
+    private func lostReason(_ event: CallEvent) -> CallEndReason? {
+        if configuration.now() >= event.call.ringEndsAt { return .unanswered }
+        return CallEndReason(notRinging: event.call, deviceId: signaling?.deviceId)
+    }
+}
