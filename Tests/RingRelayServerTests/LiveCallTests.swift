@@ -106,6 +106,12 @@ import Testing
             let record = try await world.client.send(.get, "/v1/calls/\(call.id)", token: world.alice).decode(CallResource.self)
             #expect(record.state == "ended")
             #expect(record.deliveries?.map(\.outcome) == ["delivered", "delivered"])
+
+            let metrics = String(buffer: try await world.client.send(.get, "/metrics").body)
+            #expect(metrics.contains(#"ringrelay_calls_total{outcome="accepted"} 1"#))
+            #expect(metrics.contains(#"ringrelay_calls_total{outcome="ended"} 1"#))
+            #expect(metrics.contains("ringrelay_call_answer_seconds_count 1"))
+            #expect(metrics.contains("ringrelay_live_connections 3"))
             for device in [alice, bob1, bob2] { await device.close() }
         }
     }
