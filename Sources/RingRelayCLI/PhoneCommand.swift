@@ -1,0 +1,189 @@
+import ArgumentParser
+import Foundation
+import NIOHTTP1
+import RingRelayKit
+import RingRelayWire
+import UnixSignals
+
+/// `ringrelay phone`: a terminal softphone on RingRelayKit, to try RingRelay without an iPhone.
+///
+/// It connects as one device of one identity, shows incoming calls and lets the user answer,
+/// reject, hang up, hold, swap and place calls from the keyboard. The script options answer,
+/// reject, call and hang up by themselves, and `--json` prints one event per line, for demos
+/// and tests.
+struct PhoneCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "phone",
+        abstract: "A terminal softphone: rings, answers and places calls as one device.",
+        discussion: """
+            Sign in with a device access token (--token), or let the phone mint its own tokens with an \
+            account API key (--api-key with --identity, and optionally --device-id).
+
+            Commands, one a line: a answer, r reject, h hang up, o hold/resume, s swap, \
+            c <identity> call, l list calls, q quit.
+
+            Durations are written like 500ms, 2s or 1m.
+            """)
+
+    @Option(help: "Server URL. [env: RINGRELAY_URL] (default: http://127.0.0.1:8080)")
+    var server: String?
+
+    @Option(help: "A device access token (POST /v1/access-tokens). [env: RINGRELAY_DEVICE_TOKEN]")
+    var token: String?
+
+    @Option(help: "An account API key: the phone mints its own device access tokens with it. [env: RINGRELAY_TOKEN]")
+    var apiKey: String?
+
+    @Option(help: "The identity to ring as (with --api-key).")
+    var identity: String?
+
+    @Option(help: "This device's id (with --api-key; default: a random phone-… id).")
+    var deviceId: String?
+
+    @Option(help: ArgumentHelp("Answer incoming calls after this delay, e.g. 500ms.", valueName: "duration"))
+    var autoAnswer: PhoneDuration?
+
+    @Flag(help: "Reject incoming calls at once.")
+    var autoReject = false
+
+    @Option(help: ArgumentHelp("Call this identity as soon as the phone is connected.", valueName: "identity"))
+    var call: String?
+
+    @Flag(help: "Make --call and 'c' calls video calls.")
+    var video = false
+
+    @Option(help: ArgumentHelp("Hang up every call this long after it connected, e.g. 2s.", valueName: "duration"))
+    var hangupAfter: PhoneDuration?
+
+    @Option(help: ArgumentHelp("Quit this long after start, e.g. 30s.", valueName: "duration"))
+    var exitAfter: PhoneDuration?
+
+    @Flag(help: "Print one JSON object per event, one a line, instead of text; no prompt.")
+    var json = false
+
+    func validate() throws {
+        if autoAnswer != nil && autoReject {
+            throw ValidationError("Pass --auto-answer or --auto-reject, not both.")
+        }
+        if token != nil && (apiKey != nil || identity != nil) {
+            throw ValidationError("Pass either --token, or --api-key with --identity, not both.")
+        }
+    }
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let base = server ?? environment["RINGRELAY_URL"] ?? "http://127.0.0.1:8080"
+        guard let serverURL = URL(string: base), serverURL.scheme == "http" || serverURL.scheme == "https", serverURL.host != nil else {
+            throw ValidationError("--server must be an http(s) URL, got '\(base)'.")
+        }
+        let signIn = try signIn(serverURL: serverURL, environment: environment)
+        let quit = await quitSignals()
+        let output = PhoneOutput(json: json)
+        let script = PhoneScript(
+            autoAnswer: autoAnswer?.duration, autoReject: autoReject, call: call, hangupAfter: hangupAfter?.duration,
+            media: video ? .video : .audio)
+        let phone = Softphone(serverURL: serverURL, signIn: signIn, script: script, output: output)
+        do {
+            try await signIn.check()
+        } catch {
+            printError("ringrelay phone: \(error)")
+            throw ExitCode.failure
+        }
+        await phone.run(until: quit)
+    }
+
+    /// How the phone gets its device access tokens, from the options and the environment.
+    private func signIn(serverURL: URL, environment: [String: String]) throws -> PhoneSignIn {
+        if let token = token ?? (identity == nil ? environment["RINGRELAY_DEVICE_TOKEN"] : nil) {
+            return .token(token, deviceId: deviceId ?? PhoneSignIn.deviceId(inToken: token))
+        }
+        guard let identity else {
+            throw ValidationError("Pass --token, or --api-key with --identity.")
+        }
+        guard let apiKey = apiKey ?? environment["RINGRELAY_TOKEN"] else {
+            throw ValidationError("--identity needs --api-key (or RINGRELAY_TOKEN): the account key that mints device tokens.")
+        }
+        let device = deviceId ?? "phone-" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let base = serverURL.absoluteString.hasSuffix("/") ? String(serverURL.absoluteString.dropLast()) : serverURL.absoluteString
+        return .apiKey(APIClient(baseURL: base, token: apiKey), identity: identity, deviceId: device)
+    }
+
+    /// What ends the phone besides `q`: SIGINT, SIGTERM, and --exit-after.
+    private func quitSignals() async -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+        let exitAfter = exitAfter?.duration
+        // Trapped from here on: a signal no longer kills the process, it quits the phone.
+        let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
+        Task {
+            for await signal in signals {
+                continuation.yield("signal \(signal)")
+            }
+        }
+        if let exitAfter {
+            Task {
+                try? await Task.sleep(for: exitAfter)
+                continuation.yield("exit-after")
+            }
+        }
+        return stream
+    }
+}
+
+/// How the phone signs in: a fixed device access token, or tokens it mints with an account key.
+enum PhoneSignIn: Sendable {
+    /// A device access token given on the command line.
+    case token(String, deviceId: String?)
+    /// An account API key that mints tokens for `identity` on `deviceId`.
+    case apiKey(APIClient, identity: String, deviceId: String)
+
+    /// The device id, when known before connecting.
+    var deviceId: String? {
+        switch self {
+        case .token(_, let deviceId): deviceId
+        case .apiKey(_, _, let deviceId): deviceId
+        }
+    }
+
+    /// Fetches a device access token: the SDK's access-token provider.
+    func accessToken() async throws -> String {
+        switch self {
+        case .token(let token, _):
+            return token
+        case .apiKey(let client, let identity, let deviceId):
+            let request = AccessTokenRequest(identity: identity, deviceId: deviceId)
+            return try await client.send(.POST, "/v1/access-tokens", body: request, as: AccessTokenResponse.self).0.token
+        }
+    }
+
+    /// Fails early, with the server's message, when an account key cannot mint tokens.
+    func check() async throws {
+        if case .apiKey = self { _ = try await accessToken() }
+    }
+
+    /// The `did` claim of a RingRelay access token (a JWT), read without verifying it: the phone
+    /// only needs to know which device it is.
+    static func deviceId(inToken token: String) -> String? {
+        let parts = token.split(separator: ".")
+        guard parts.count == 3 else { return nil }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let payload = Data(base64Encoded: base64),
+            let claims = try? JSONSerialization.jsonObject(with: payload) as? [String: Any]
+        else { return nil }
+        return claims["did"] as? String
+    }
+}
+
+/// A duration option: `500ms`, `2s`, `1.5s`, `1m`; a bare number is seconds.
+struct PhoneDuration: ExpressibleByArgument, Sendable {
+    /// The parsed duration.
+    var duration: Duration
+
+    init?(argument: String) {
+        let text = argument.trimmingCharacters(in: .whitespaces).lowercased()
+        let units: [(suffix: String, seconds: Double)] = [("ms", 0.001), ("s", 1), ("m", 60)]
+        let unit = units.first { text.hasSuffix($0.suffix) } ?? ("", 1)
+        guard let value = Double(text.dropLast(unit.suffix.count)), value >= 0, value.isFinite else { return nil }
+        duration = .milliseconds(Int64((value * unit.seconds * 1000).rounded()))
+    }
+}

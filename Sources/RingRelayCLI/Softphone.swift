@@ -1,0 +1,499 @@
+import Dispatch
+import Foundation
+import RingRelayKit
+import RingRelayWire
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What the phone does by itself: the `ringrelay phone` script options.
+struct PhoneScript: Sendable {
+    /// Answer incoming calls after this delay.
+    var autoAnswer: Duration?
+    /// Reject incoming calls at once.
+    var autoReject: Bool
+    /// Call this identity once connected.
+    var call: String?
+    /// Hang up calls this long after they connected.
+    var hangupAfter: Duration?
+    /// The media of the calls the phone places.
+    var media: CallMedia
+}
+
+/// One thing that happened, as `--json` prints it: `{"event":"incoming","callId":…,"from":…}`.
+struct PhoneEvent: Encodable, Sendable {
+    var event: String
+    var callId: String?
+    var uuid: String?
+    var from: String?
+    var to: String?
+    var displayName: String?
+    var media: String?
+    var state: String?
+    var reason: String?
+    var identity: String?
+    var deviceId: String?
+    var replayed: Int?
+    var retryInMs: Int?
+    var message: String?
+    var calls: [PhoneCallSummary]?
+
+    init(_ event: String, callId: String? = nil, uuid: UUID? = nil) {
+        self.event = event
+        self.callId = callId
+        self.uuid = uuid?.uuidString
+    }
+}
+
+/// One call in a `calls` listing.
+struct PhoneCallSummary: Encodable, Sendable {
+    var callId: String?
+    var direction: String
+    var remote: String
+    var state: String
+}
+
+/// Prints the phone's events: text for people, or one JSON object a line, each written at once.
+final class PhoneOutput: Sendable {
+    /// Whether events are printed as JSON lines.
+    let json: Bool
+    private let lock = Mutex(())
+    private static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    init(json: Bool) {
+        self.json = json
+    }
+
+    /// Prints `event`, as JSON or as `text`.
+    func emit(_ event: PhoneEvent, text: @autoclosure () -> String) {
+        let line = json ? String(decoding: (try? Self.encoder.encode(event)) ?? Data(), as: UTF8.self) : text()
+        lock.withLock { _ in say(line) }
+    }
+
+    /// Prints a hint for people; nothing in JSON mode.
+    func note(_ text: String) {
+        guard !json else { return }
+        lock.withLock { _ in say(text) }
+    }
+}
+
+/// Names for the end reasons, as JSON shows them.
+extension CallEndReason {
+    /// `remoteEnded`, `answeredElsewhere`, …
+    var name: String {
+        switch self {
+        case .failed: "failed"
+        case .remoteEnded: "remoteEnded"
+        case .unanswered: "unanswered"
+        case .answeredElsewhere: "answeredElsewhere"
+        case .declinedElsewhere: "declinedElsewhere"
+        }
+    }
+
+    /// `remote ended`, `answered elsewhere`, …
+    var words: String {
+        switch self {
+        case .failed: "failed"
+        case .remoteEnded: "the other side ended it"
+        case .unanswered: "unanswered"
+        case .answeredElsewhere: "answered elsewhere"
+        case .declinedElsewhere: "declined elsewhere"
+        }
+    }
+}
+
+extension CallState {
+    /// `ringing`, `connecting`, `connected`, `held`, `ended`.
+    var name: String {
+        switch self {
+        case .ringing: "ringing"
+        case .connecting: "connecting"
+        case .connected: "connected"
+        case .held: "held"
+        case .ended: "ended"
+        }
+    }
+}
+
+/// The system call UI of a terminal: prints what CallKit would show. It learns the server's call
+/// id of each call from the ``CallManager`` it is attached to.
+final class TerminalCallUI: SystemCallUI {
+    /// What the terminal remembers of a call it showed, for the lines printed after it ended.
+    private struct Shown: Sendable {
+        var callId: String?
+        var remote: String
+    }
+
+    private let output: PhoneOutput
+    private let manager = Mutex<CallManager?>(nil)
+    private let shown = Mutex<[UUID: Shown]>([:])
+
+    init(output: PhoneOutput) {
+        self.output = output
+    }
+
+    /// Connects the UI to the calls it shows.
+    func attach(_ calls: CallManager) {
+        manager.withLock { $0 = calls }
+    }
+
+    func reportIncomingCall(_ report: IncomingCallReport, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        let call = manager.withLock { $0 }?.call(uuid: report.uuid)
+        let callId = call?.serverCallId ?? shown.withLock { $0[report.uuid]?.callId }
+        let isNew = shown.withLock { shown in
+            defer { shown[report.uuid] = Shown(callId: callId, remote: report.caller.displayText) }
+            return shown[report.uuid] == nil
+        }
+        completion(nil)
+        guard isNew else { return }
+        var event = PhoneEvent("incoming", callId: callId, uuid: report.uuid)
+        event.from = report.caller.identity
+        event.displayName = report.caller.displayName
+        event.media = report.hasVideo ? "video" : "audio"
+        event.state = call?.state.name ?? "ringing"
+        output.emit(
+            event,
+            text: "Incoming \(event.media ?? "audio") call from \(Self.describe(report.caller)) [\(callId ?? "no id")]: "
+                + "\(event.state ?? "ringing"). a answer, r reject")
+    }
+
+    func reportOutgoingCallStarted(_ report: OutgoingCallReport) {
+        let callId = manager.withLock { $0 }?.call(uuid: report.uuid)?.serverCallId
+        shown.withLock { $0[report.uuid] = Shown(callId: callId, remote: report.callee.displayText) }
+        var event = PhoneEvent("outgoing", callId: callId, uuid: report.uuid)
+        event.to = report.callee.identity
+        event.media = report.hasVideo ? "video" : "audio"
+        event.state = "ringing"
+        output.emit(event, text: "Calling \(report.callee.identity) [\(callId ?? "no id")]: ringing. h cancel")
+    }
+
+    func reportOutgoingCallConnected(uuid: UUID) { connected(uuid) }
+
+    func fulfillAnswer(uuid: UUID) { connected(uuid) }
+
+    func failAnswer(uuid: UUID) {
+        let call = remembered(uuid)
+        output.emit(PhoneEvent("answerFailed", callId: call?.callId, uuid: uuid), text: "Could not answer \(Self.label(call)).")
+    }
+
+    func reportCallEnded(uuid: UUID, reason: CallEndReason) {
+        ended(uuid, reason: reason.name, words: reason.words)
+    }
+
+    func reportCallEndedByUser(uuid: UUID) {
+        ended(uuid, reason: "local", words: "ended here")
+    }
+
+    func reportCallHeld(uuid: UUID, onHold: Bool) {
+        let call = remembered(uuid)
+        let name = onHold ? "held" : "resumed"
+        output.emit(PhoneEvent(name, callId: call?.callId, uuid: uuid), text: "\(onHold ? "On hold" : "Resumed"): \(Self.label(call))")
+    }
+
+    private func connected(_ uuid: UUID) {
+        let call = remembered(uuid)
+        output.emit(PhoneEvent("connected", callId: call?.callId, uuid: uuid), text: "Connected: \(Self.label(call)). h hang up, o hold")
+    }
+
+    private func ended(_ uuid: UUID, reason: String, words: String) {
+        let call = shown.withLock { $0.removeValue(forKey: uuid) }
+        var event = PhoneEvent("ended", callId: call?.callId, uuid: uuid)
+        event.reason = reason
+        output.emit(event, text: "Ended: \(Self.label(call)) (\(words))")
+    }
+
+    private func remembered(_ uuid: UUID) -> Shown? {
+        shown.withLock { $0[uuid] }
+    }
+
+    private static func label(_ call: Shown?) -> String {
+        guard let call else { return "a call" }
+        return "\(call.remote) [\(call.callId ?? "no id")]"
+    }
+
+    private static func describe(_ party: CallParty) -> String {
+        party.displayName.map { "\($0) (\(party.identity))" } ?? party.identity
+    }
+}
+
+/// One `ringrelay phone` session: a ``RingRelayClient`` with a terminal call UI, driven by the
+/// keyboard and the script options until `q`, a signal or `--exit-after`.
+final class Softphone: Sendable {
+    /// A keyboard command.
+    enum Command: Equatable {
+        case answer, reject, hangUp, holdOrResume, swap, list, quit, help
+        case call(String)
+        case unknown(String)
+
+        /// Parses one input line; `nil` for an empty one.
+        init?(line: String) {
+            let words = line.split(whereSeparator: \.isWhitespace).map(String.init)
+            guard let first = words.first?.lowercased() else { return nil }
+            switch first {
+            case "a": self = .answer
+            case "r": self = .reject
+            case "h": self = .hangUp
+            case "o": self = .holdOrResume
+            case "s": self = .swap
+            case "l": self = .list
+            case "q": self = .quit
+            case "?", "help": self = .help
+            case "c" where words.count == 2: self = .call(words[1])
+            default: self = .unknown(line)
+            }
+        }
+    }
+
+    static let help = "a answer, r reject, h hang up, o hold/resume, s swap, c <identity> call, l list, q quit"
+
+    private let client: RingRelayClient
+    private let script: PhoneScript
+    private let output: PhoneOutput
+    /// How long quitting waits for the hang-ups it sends.
+    private static let quitWait: Duration = .seconds(5)
+
+    init(serverURL: URL, signIn: PhoneSignIn, script: PhoneScript, output: PhoneOutput) {
+        let ui = TerminalCallUI(output: output)
+        client = RingRelayClient(
+            configuration: .init(
+                serverURL: serverURL, deviceId: signIn.deviceId,
+                reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(500), maximumDelay: .seconds(10)),
+                calls: .init(callbackExecutor: DispatchQueue(label: "ringrelay.phone.calls"))),
+            systemUI: ui,
+            accessToken: { try await signIn.accessToken() },
+            live: NIOLiveTransport())
+        ui.attach(client.calls)
+        self.script = script
+        self.output = output
+    }
+
+    /// Connects and runs until `q`, end of a terminal's input, or an element of `quit`; then
+    /// hangs up the calls in progress and disconnects.
+    func run(until quit: AsyncStream<String>) async {
+        client.calls.onIncomingCall = { [self] call in incoming(call) }
+        let watcher = Task { await watchConnection() }
+        await client.connect()
+        let commands = Self.inputLines()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await line in commands {
+                    guard let command = Command(line: line) else { continue }
+                    if command == .quit { return }
+                    await self.perform(command)
+                }
+                // Input ended: a terminal's Ctrl-D quits; a script's closed or empty stdin does not.
+                if isatty(STDIN_FILENO) == 0 { try? await Task.sleep(for: .seconds(365 * 24 * 3600)) }
+            }
+            group.addTask {
+                for await _ in quit { return }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+        await hangUpForQuit()
+        watcher.cancel()
+        await client.disconnect()
+        output.emit(PhoneEvent("exit"), text: "Bye.")
+    }
+
+    // MARK: Connection
+
+    /// Reports the live connection's states; places the scripted call once first connected.
+    private func watchConnection() async {
+        var placedScriptedCall = false
+        for await state in await client.connectionStates() {
+            switch state {
+            case .connected(let ready):
+                var event = PhoneEvent("ready")
+                event.identity = ready.identity
+                event.deviceId = ready.deviceId
+                event.replayed = ready.replayed
+                output.emit(event, text: "Ready: \(ready.identity) on device \(ready.deviceId). \(Self.help)")
+                if !placedScriptedCall, let callee = script.call {
+                    placedScriptedCall = true
+                    Task { await self.placeCall(to: callee) }
+                }
+            case .waitingToReconnect(let delay):
+                var event = PhoneEvent("disconnected")
+                let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
+                event.retryInMs = milliseconds
+                output.emit(event, text: "Not connected; retrying in \(milliseconds) ms.")
+            case .connecting, .disconnected:
+                break
+            }
+        }
+    }
+
+    // MARK: Calls
+
+    /// A new incoming call: the script answers or rejects it; every call may be hung up by it.
+    private func incoming(_ call: Call) {
+        watch(call)
+        if script.autoReject {
+            Task { await act(on: call, "reject") { try await call.reject() } }
+        } else if let delay = script.autoAnswer {
+            Task {
+                try? await Task.sleep(for: delay)
+                guard call.state == .ringing else { return }
+                await act(on: call, "answer") { try await call.answer() }
+            }
+        }
+    }
+
+    /// Arms `--hangup-after` for a call.
+    private func watch(_ call: Call) {
+        guard let hangupAfter = script.hangupAfter else { return }
+        call.onConnected = { [self] in
+            Task {
+                try? await Task.sleep(for: hangupAfter)
+                guard call.state.isInProgress else { return }
+                await act(on: call, "hang up") { try await call.end() }
+            }
+        }
+    }
+
+    private func placeCall(to callee: String) async {
+        do {
+            let call = try await client.startCall(to: callee, media: script.media)
+            watch(call)
+        } catch {
+            reportError("Could not call \(callee): \(Self.describe(error))", callId: nil)
+        }
+    }
+
+    private func perform(_ command: Command) async {
+        let calls = client.calls.calls
+        switch command {
+        case .answer:
+            guard let call = calls.first(where: { $0.direction == .incoming && $0.state == .ringing }) else { return output.note("No call is ringing.") }
+            await act(on: call, "answer") { try await call.answer() }
+        case .reject:
+            guard let call = calls.first(where: { $0.direction == .incoming && $0.state == .ringing }) else { return output.note("No call is ringing.") }
+            await act(on: call, "reject") { try await call.reject() }
+        case .hangUp:
+            let call = calls.first { $0.state == .connected } ?? calls.first { $0.direction == .outgoing && $0.state == .ringing }
+                ?? calls.first { $0.state == .held }
+            guard let call else { return output.note("No call to hang up.") }
+            await act(on: call, "hang up") { try await call.end() }
+        case .holdOrResume:
+            if let call = calls.first(where: { $0.state == .connected }) {
+                await act(on: call, "hold") { try call.hold() }
+            } else if let call = calls.last(where: { $0.state == .held }) {
+                await act(on: call, "resume") { try call.resume() }
+            } else {
+                output.note("No call to hold or resume.")
+            }
+        case .swap:
+            if !client.calls.swap() { output.note("No held call to swap to.") }
+        case .call(let callee):
+            await placeCall(to: callee)
+        case .list:
+            list(calls)
+        case .help, .quit:
+            output.note(Self.help)
+        case .unknown(let line):
+            output.note("Unknown command '\(line)'. \(Self.help)")
+        }
+    }
+
+    private func list(_ calls: [Call]) {
+        let summaries = calls.map { call in
+            PhoneCallSummary(callId: call.serverCallId, direction: call.direction.rawValue, remote: call.remote.identity, state: call.state.name)
+        }
+        var event = PhoneEvent("calls")
+        event.calls = summaries
+        let text = summaries.isEmpty
+            ? "No calls."
+            : summaries.map { "\($0.direction) \($0.remote) [\($0.callId ?? "no id")]: \($0.state)" }.joined(separator: "\n")
+        output.emit(event, text: text)
+    }
+
+    /// Runs an action on a call; a failure becomes an `error` event.
+    private func act(on call: Call, _ name: String, _ action: () async throws -> Void) async {
+        do {
+            try await action()
+        } catch {
+            reportError("Could not \(name) [\(call.serverCallId ?? "no id")]: \(Self.describe(error))", callId: call.serverCallId)
+        }
+    }
+
+    /// Quitting hangs up the calls in progress and cancels outgoing calls that ring; incoming
+    /// calls that ring keep ringing on the identity's other devices.
+    private func hangUpForQuit() async {
+        let calls = client.calls.calls.filter { $0.state.isInProgress || $0.state == .connecting || $0.direction == .outgoing }
+        guard !calls.isEmpty else { return }
+        await Self.wait(atMost: Self.quitWait) {
+            await withTaskGroup(of: Void.self) { group in
+                for call in calls {
+                    group.addTask { await self.act(on: call, "hang up") { try await call.end() } }
+                }
+            }
+        }
+    }
+
+    /// Runs `work` and returns when it is done or `limit` has passed, whichever comes first.
+    private static func wait(atMost limit: Duration, for work: @escaping @Sendable () async -> Void) async {
+        let once = Once()
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Task {
+                await work()
+                if once.claim() { done.resume() }
+            }
+            Task {
+                try? await Task.sleep(for: limit)
+                if once.claim() { done.resume() }
+            }
+        }
+    }
+
+    private func reportError(_ message: String, callId: String?) {
+        var event = PhoneEvent("error", callId: callId)
+        event.message = message
+        output.emit(event, text: message)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        guard let error = error as? RingRelayError else { return "\(error)" }
+        return switch error {
+        case .server(let server): server.description
+        case .transport(let text), .invalidResponse(let text): text
+        case .invalidCallState(let state): "the call is \(state.name)"
+        case .noSignaling: "no server"
+        case .tooManyCalls: "too many calls at once"
+        }
+    }
+
+    // MARK: Input
+
+    /// Standard input, line by line, read on a thread of its own (reading blocks).
+    private static func inputLines() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream.makeStream(of: String.self)
+        let thread = Thread {
+            while let line = readLine() { continuation.yield(line) }
+            continuation.finish()
+        }
+        thread.start()
+        return stream
+    }
+}
+
+/// A flag that can be claimed once, by whichever of several racing tasks comes first.
+private final class Once: Sendable {
+    private let claimed = Mutex(false)
+
+    /// Whether this caller is the first.
+    func claim() -> Bool {
+        claimed.withLock { claimed in
+            defer { claimed = true }
+            return !claimed
+        }
+    }
+}

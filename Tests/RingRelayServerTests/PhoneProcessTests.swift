@@ -1,0 +1,154 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import RingRelayTesting
+import RingRelayWire
+import Testing
+
+@testable import RingRelayCLI
+
+/// `ringrelay phone` as a user runs it: child processes of the built executable against a live
+/// server, read through their `--json` event lines.
+@Suite struct PhoneProcessTests {
+    /// One `ringrelay phone` child and the JSON events it printed.
+    struct Phone {
+        let process: ServerProcess
+
+        init(_ arguments: [String], directory: String) throws {
+            // --exit-after is a safety net: a phone never outlives a failed test for long.
+            process = try ServerProcess(["phone", "--json", "--exit-after", "120s"] + arguments, directory: directory)
+        }
+
+        /// Every complete JSON line printed so far.
+        var events: [[String: String]] {
+            process.stdout.split(separator: "\n").compactMap { line in
+                guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+                return object.compactMapValues { $0 as? String }
+            }
+        }
+
+        /// The events about one call, by name.
+        func events(of callID: String) -> [String] {
+            events.filter { $0["callId"] == callID }.compactMap { $0["event"] }
+        }
+
+        /// Waits until an event passes `match`.
+        @discardableResult
+        func waitFor(
+            _ description: String, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
+            _ match: ([String: String]) -> Bool
+        ) async throws -> [String: String] {
+            let deadline = ContinuousClock.now + timeout
+            while ContinuousClock.now < deadline {
+                if let event = events.first(where: match) { return event }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            Issue.record("no \(description) within \(timeout); stdout: \(process.stdout) stderr: \(process.stderr)", sourceLocation: sourceLocation)
+            throw CancellationError()
+        }
+
+        /// SIGTERM, then the exit status; the last line must be the `exit` event.
+        func stop(sourceLocation: SourceLocation = #_sourceLocation) async throws {
+            process.signal(SIGTERM)
+            #expect(try await process.waitForExit() == 0, sourceLocation: sourceLocation)
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(events.last?["event"] == "exit", "\(process.stdout)", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// A live in-process server with an account; `body` gets its URL and account key.
+    static func withServer(_ body: @Sendable (any TestClientProtocol, String, String, TemporaryDirectory) async throws -> Void) async throws {
+        let server = try await TestServer.make(start: Date())
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try await server.withClient(.live) { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            try await body(client, "http://127.0.0.1:\(try #require(client.port))", key, directory)
+        }
+    }
+
+    @Test func twoPhonesOfOneIdentityRingAndTheAutoAnswerWins() async throws {
+        try await Self.withServer { client, url, key, directory in
+            let bob1 = try Phone(
+                ["--server", url, "--api-key", key, "--identity", "bob", "--device-id", "bob-1", "--auto-answer", "300ms"],
+                directory: directory.path)
+            let bob2 = try Phone(["--server", url, "--api-key", key, "--identity", "bob", "--device-id", "bob-2"], directory: directory.path)
+            let ready1 = try await bob1.waitFor("ready") { $0["event"] == "ready" }
+            #expect(ready1["identity"] == "bob")
+            #expect(ready1["deviceId"] == "bob-1")
+            try await bob2.waitFor("ready") { $0["event"] == "ready" }
+
+            let response = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob","displayName":"Alice"}"#)
+            #expect(response.status == .created)
+            let call = try response.decode(CallResource.self)
+
+            try await bob1.waitFor("connected") { $0["event"] == "connected" && $0["callId"] == call.id }
+            let ended = try await bob2.waitFor("ended") { $0["event"] == "ended" && $0["callId"] == call.id }
+            #expect(ended["reason"] == "answeredElsewhere")
+            #expect(bob1.events(of: call.id) == ["incoming", "connected"])
+            #expect(bob2.events(of: call.id) == ["incoming", "ended"])
+            let incoming = bob2.events.first { $0["event"] == "incoming" }
+            #expect(incoming?["from"] == "alice")
+            #expect(incoming?["displayName"] == "Alice")
+            #expect(incoming?["media"] == "audio")
+
+            let record = try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self)
+            #expect(record.state == "accepted")
+            #expect(record.answeredBy == "bob-1")
+            // Quitting hangs up the call in progress.
+            try await bob1.stop()
+            try await bob2.stop()
+            #expect(try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self).state == "ended")
+        }
+    }
+
+    @Test func aScriptedCallerCallsAndHangsUp() async throws {
+        try await Self.withServer { client, url, key, directory in
+            let bobToken = try await client.accessToken(identity: "bob", deviceID: "bob-1", key: key)
+            let bob = try Phone(["--server", url, "--token", bobToken, "--auto-answer", "200ms"], directory: directory.path)
+            let ready = try await bob.waitFor("ready") { $0["event"] == "ready" }
+            #expect(ready["deviceId"] == "bob-1")
+
+            let alice = try Phone(
+                ["--server", url, "--api-key", key, "--identity", "alice", "--call", "bob", "--hangup-after", "500ms"],
+                directory: directory.path)
+            let outgoing = try await alice.waitFor("outgoing") { $0["event"] == "outgoing" }
+            #expect(outgoing["to"] == "bob")
+            let callID = try #require(outgoing["callId"])
+            let aliceEnded = try await alice.waitFor("ended") { $0["event"] == "ended" }
+            #expect(aliceEnded["reason"] == "local")
+            let bobEnded = try await bob.waitFor("ended") { $0["event"] == "ended" }
+            #expect(bobEnded["reason"] == "remoteEnded")
+            #expect(alice.events(of: callID) == ["outgoing", "connected", "ended"])
+            #expect(bob.events(of: callID) == ["incoming", "connected", "ended"])
+            try await alice.stop()
+            try await bob.stop()
+        }
+    }
+
+    @Test func badSignInFailsFastWithTheServersMessage() async throws {
+        try await Self.withServer { _, url, _, directory in
+            let run = try await ServerProcess.run(
+                ["phone", "--server", url, "--api-key", "rrk_not-a-key", "--identity", "bob"], directory: directory.path)
+            #expect(run.status == 1)
+            #expect(run.stderr.contains("401"), "\(run.stderr)")
+            let missing = try await ServerProcess.run(["phone", "--server", url], directory: directory.path)
+            #expect(missing.status != 0)
+            #expect(missing.stderr.contains("--token"), "\(missing.stderr)")
+        }
+    }
+
+    @Test func durationsAndCommandsParse() {
+        #expect(PhoneDuration(argument: "500ms")?.duration == .milliseconds(500))
+        #expect(PhoneDuration(argument: "1.5s")?.duration == .milliseconds(1500))
+        #expect(PhoneDuration(argument: "2")?.duration == .seconds(2))
+        #expect(PhoneDuration(argument: "1m")?.duration == .seconds(60))
+        #expect(PhoneDuration(argument: "soon") == nil)
+        #expect(PhoneDuration(argument: "-1s") == nil)
+        #expect(Softphone.Command(line: "a") == .answer)
+        #expect(Softphone.Command(line: "  c   carol ") == .call("carol"))
+        #expect(Softphone.Command(line: "c") == .unknown("c"))
+        #expect(Softphone.Command(line: "Q") == .quit)
+        #expect(Softphone.Command(line: "   ") == nil)
+    }
+}

@@ -1,0 +1,215 @@
+import Dispatch
+import Foundation
+import HummingbirdTesting
+import RingRelayKit
+import RingRelayWire
+import Synchronization
+import Testing
+
+@testable import RingRelayCLI
+
+/// RingRelayKit against a live server on Linux: real `RingRelayClient`s on the CLI's
+/// `NIOLiveTransport` (WebSocket) and `URLSessionHTTPTransport` (REST), each with a recording
+/// system call UI. Alice (one device) calls Bob (devices b1 and b2).
+@Suite struct SDKLiveTests {
+    /// The server and how to make devices on it.
+    struct World {
+        let client: any TestClientProtocol
+        let port: Int
+        let key: String
+
+        /// A connected SDK client for one device.
+        func device(_ identity: String, _ deviceID: String) async throws -> SDKDevice {
+            let token = try await client.accessToken(identity: identity, deviceID: deviceID, key: key)
+            let device = SDKDevice(port: port, deviceID: deviceID, token: token)
+            await device.client.connect()
+            try await device.waitUntilConnected()
+            return device
+        }
+    }
+
+    static func withWorld(_ body: @Sendable (World) async throws -> Void) async throws {
+        let server = try await TestServer.make(start: Date())
+        try await server.withClient(.live) { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            try await body(World(client: client, port: try #require(client.port), key: key))
+        }
+    }
+
+    @Test func everyDeviceRingsTheFirstAnswerWinsAndTheHangUpReachesTheCallee() async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.device("alice", "a1")
+            let bob1 = try await world.device("bob", "b1")
+            let bob2 = try await world.device("bob", "b2")
+
+            let outgoing = try await alice.client.startCall(to: "bob")
+            let callID = try #require(outgoing.serverCallId)
+            #expect(outgoing.state == .ringing)
+            #expect(alice.ui.records.contains(.outgoingStarted(outgoing.uuid)))
+
+            // Both of Bob's devices ring, under the same UUID as the caller's call.
+            let ringing1 = try await bob1.incomingCall(outgoing.uuid)
+            let ringing2 = try await bob2.incomingCall(outgoing.uuid)
+            #expect(ringing1.serverCallId == callID)
+            #expect(ringing1.remote.identity == "alice")
+            #expect(ringing2.state == .ringing)
+
+            // b1 answers: it wins, b2's call ends as answered elsewhere, Alice's connects.
+            try await ringing1.answer()
+            #expect(ringing1.state == .connected)
+            #expect(bob1.ui.records.contains(.fulfilled(outgoing.uuid)))
+            #expect(await eventually { bob2.ui.endReasons(for: outgoing.uuid) == [.answeredElsewhere] })
+            #expect(ringing2.state == .ended(.answeredElsewhere))
+            #expect(bob2.client.calls.calls.isEmpty)
+            #expect(await eventually { outgoing.state == .connected })
+            #expect(alice.ui.records.contains(.outgoingConnected(outgoing.uuid)))
+
+            // Alice hangs up: Bob's call ends as remote ended.
+            try await outgoing.end()
+            #expect(alice.ui.records.contains(.endedByUser(outgoing.uuid)))
+            #expect(await eventually { bob1.ui.endReasons(for: outgoing.uuid) == [.remoteEnded] })
+            #expect(ringing1.state == .ended(.remoteEnded))
+            #expect(bob1.client.calls.calls.isEmpty)
+
+            let record = try await alice.client.fetchCall(id: callID)
+            #expect(record.state == "ended")
+            #expect(record.answeredBy == "b1")
+            // Nothing was reported twice.
+            #expect(bob1.ui.records.filter { $0 == .incoming(outgoing.uuid) }.count == 1)
+            #expect(bob2.ui.records.filter { $0 == .incoming(outgoing.uuid) }.count == 1)
+            for device in [alice, bob1, bob2] { await device.client.disconnect() }
+        }
+    }
+
+    @Test func aCancelWhileOfflineIsReplayedOnReconnect() async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.device("alice", "a1")
+            let bob = try await world.device("bob", "b1")
+            let outgoing = try await alice.client.startCall(to: "bob")
+            let ringing = try await bob.incomingCall(outgoing.uuid)
+
+            await bob.client.disconnect()
+            try await outgoing.end()  // cancels: Bob's device is offline and misses the event
+            #expect(ringing.state == .ringing)
+
+            await bob.client.connect()
+            let ready = try await bob.waitUntilConnected()
+            #expect(ready.replayed == 1)
+            #expect(await eventually { ringing.state == .ended(.remoteEnded) })
+            #expect(bob.ui.endReasons(for: outgoing.uuid) == [.remoteEnded])
+            #expect(bob.client.calls.calls.isEmpty)
+            for device in [alice, bob] { await device.client.disconnect() }
+        }
+    }
+
+    @Test func anAnswerElsewhereWhileOfflineIsReplayedOnReconnect() async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.device("alice", "a1")
+            let bob1 = try await world.device("bob", "b1")
+            let bob2 = try await world.device("bob", "b2")
+            let outgoing = try await alice.client.startCall(to: "bob")
+            let ringing1 = try await bob1.incomingCall(outgoing.uuid)
+            let ringing2 = try await bob2.incomingCall(outgoing.uuid)
+
+            await bob2.client.disconnect()
+            try await ringing1.answer()
+            #expect(ringing2.state == .ringing)
+
+            await bob2.client.connect()
+            _ = try await bob2.waitUntilConnected()
+            #expect(await eventually { ringing2.state == .ended(.answeredElsewhere) })
+            #expect(bob2.ui.endReasons(for: outgoing.uuid) == [.answeredElsewhere])
+            #expect(await eventually { outgoing.state == .connected })
+            try await ringing1.end()
+            #expect(await eventually { outgoing.state == .ended(.remoteEnded) })
+            for device in [alice, bob1, bob2] { await device.client.disconnect() }
+        }
+    }
+}
+
+/// One device on RingRelayKit, as an app on Linux would run it.
+struct SDKDevice: Sendable {
+    let client: RingRelayClient
+    let ui = RecordingCallUI()
+
+    init(port: Int, deviceID: String, token: String) {
+        client = RingRelayClient(
+            configuration: .init(
+                serverURL: URL(string: "http://127.0.0.1:\(port)")!, deviceId: deviceID,
+                reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(100), maximumDelay: .seconds(1)),
+                calls: .init(callbackExecutor: DispatchQueue(label: "sdk-test-\(deviceID)"))),
+            systemUI: ui,
+            accessToken: { token },
+            http: URLSessionHTTPTransport(), live: NIOLiveTransport())
+    }
+
+    /// Waits until the live connection is registered and returns its `ready` frame.
+    @discardableResult
+    func waitUntilConnected(sourceLocation: SourceLocation = #_sourceLocation) async throws -> LiveReady {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if case .connected(let ready) = await client.connectionState { return ready }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("not connected within 20 s", sourceLocation: sourceLocation)
+        throw CancellationError()
+    }
+
+    /// Waits until the call with `uuid` rings here and returns it.
+    func incomingCall(_ uuid: UUID, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Call {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if ui.records.contains(.incoming(uuid)), let call = client.calls.call(uuid: uuid) { return call }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("no incoming call within 20 s", sourceLocation: sourceLocation)
+        throw CancellationError()
+    }
+}
+
+/// A system call UI that records what the SDK told it, by UUID.
+final class RecordingCallUI: SystemCallUI {
+    enum Record: Sendable, Hashable {
+        case incoming(UUID)
+        case outgoingStarted(UUID)
+        case outgoingConnected(UUID)
+        case ended(UUID, CallEndReason)
+        case endedByUser(UUID)
+        case held(UUID, Bool)
+        case fulfilled(UUID)
+        case failed(UUID)
+    }
+
+    private let state = Mutex<[Record]>([])
+
+    var records: [Record] { state.withLock { $0 } }
+
+    func endReasons(for uuid: UUID) -> [CallEndReason] {
+        records.compactMap { if case .ended(uuid, let reason) = $0 { reason } else { nil } }
+    }
+
+    private func append(_ record: Record) { state.withLock { $0.append(record) } }
+
+    func reportIncomingCall(_ report: IncomingCallReport, completion: @escaping @Sendable ((any Error)?) -> Void) {
+        append(.incoming(report.uuid))
+        completion(nil)
+    }
+
+    func reportOutgoingCallStarted(_ report: OutgoingCallReport) { append(.outgoingStarted(report.uuid)) }
+    func reportOutgoingCallConnected(uuid: UUID) { append(.outgoingConnected(uuid)) }
+    func reportCallEnded(uuid: UUID, reason: CallEndReason) { append(.ended(uuid, reason)) }
+    func reportCallEndedByUser(uuid: UUID) { append(.endedByUser(uuid)) }
+    func reportCallHeld(uuid: UUID, onHold: Bool) { append(.held(uuid, onHold)) }
+    func fulfillAnswer(uuid: UUID) { append(.fulfilled(uuid)) }
+    func failAnswer(uuid: UUID) { append(.failed(uuid)) }
+}
+
+/// Polls `condition` until it holds or `timeout` passes.
+func eventually(timeout: Duration = .seconds(20), _ condition: @Sendable () async -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return await condition()
+}
