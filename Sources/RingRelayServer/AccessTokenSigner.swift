@@ -45,6 +45,9 @@ struct AccessTokenSigner: Sendable {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[0] == Self.header[...],
             let signature = Data(base64URLEncoded: parts[2]),
+            // Only the canonical encoding: otherwise the unused low bits of the last character
+            // would let several spellings of one signature pass.
+            signature.base64URLEncoded() == parts[2],
             HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: Data("\(parts[0]).\(parts[1])".utf8), using: key),
             let payload = Data(base64URLEncoded: parts[1]),
             let claims = try? JSONDecoder().decode(AccessTokenClaims.self, from: payload),
