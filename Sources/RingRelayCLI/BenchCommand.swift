@@ -12,8 +12,8 @@ import Synchronization
 /// `ringrelay bench …`: measure delivery paths on this machine.
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench", abstract: "Measure push throughput and latency against the local simulators.",
-        subcommands: [APNs.self, FCM.self, Webhooks.self])
+        commandName: "bench", abstract: "Measure push, webhook and live-connection throughput and latency on this machine.",
+        subcommands: [APNs.self, FCM.self, Webhooks.self, Live.self, LiveDevices.self])
 
     struct APNs: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -180,9 +180,19 @@ struct BenchResult: Codable {
 enum ProcessMemory {
     /// Peak resident set size (`VmHWM`) of a process (this one by default), in MiB.
     static func peakResidentMiB(pid: Int32? = nil) -> Double? {
+        statusMiB("VmHWM", pid: pid)
+    }
+
+    /// Resident set size (`VmRSS`) of a process now, in MiB.
+    static func residentMiB(pid: Int32) -> Double? {
+        statusMiB("VmRSS", pid: pid)
+    }
+
+    /// A kB field of `/proc/<pid>/status`, in MiB.
+    private static func statusMiB(_ field: String, pid: Int32?) -> Double? {
         let path = pid.map { "/proc/\($0)/status" } ?? "/proc/self/status"
         guard let status = try? String(contentsOfFile: path, encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
             let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         else { return nil }
         return kilobytes / 1024

@@ -50,43 +50,22 @@ extension BenchCommand {
             let signingKey = P256.Signing.PrivateKey()
             simulator.registerSigningKey(teamID: "BENCH12345", keyID: "BENCHKEY01", publicKey: signingKey.publicKey, topics: ["com.example.bench"])
 
-            let adminToken = "bench-admin-token-0123456789"
-            let server = Process()
-            server.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-            server.arguments = [
-                "serve", "--port", "0", "--data-dir", directory.appending("data"), "--admin-token", adminToken, "--log-level", "warning",
-                "--apns-endpoint-production", simulator.url, "--apns-endpoint-sandbox", simulator.url, "--push-ca-file", caFile,
-                "--rate-limit", "0",
-            ]
-            let output = Pipe()
-            server.standardOutput = output
-            server.standardError = FileHandle.standardError
-            try server.run()
-            defer { if server.isRunning { server.terminate() } }
-            let base = try Self.waitForAddress(output)
+            let server = try BenchServer(
+                dataDirectory: directory.appending("data"),
+                arguments: ["--apns-endpoint-production", simulator.url, "--apns-endpoint-sandbox", simulator.url, "--push-ca-file", caFile])
+            defer { server.terminate() }
 
-            var configuration = HTTPClient.Configuration()
-            configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
-            let http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-            let result: WebhookBenchResult
-            do {
-                result = try await measure(http: http, base: base, adminToken: adminToken, simulator: simulator, signingKey: signingKey, arrivals: arrivals, server: server)
-            } catch {
-                try? await http.shutdown()
-                throw error
+            let result = try await server.withHTTPClient { http in
+                try await measure(http: http, server: server, simulator: simulator, signingKey: signingKey, arrivals: arrivals)
             }
-            try await http.shutdown()
             try emit(result, summary: result.summary, json: json)
         }
 
         private func measure(
-            http: HTTPClient, base: String, adminToken: String, simulator: APNsSimulator, signingKey: P256.Signing.PrivateKey,
-            arrivals: Arrivals, server: Process
+            http: HTTPClient, server: BenchServer, simulator: APNsSimulator, signingKey: P256.Signing.PrivateKey, arrivals: Arrivals
         ) async throws -> WebhookBenchResult {
-            let api = Setup(http: http, base: base)
-
-            let account = try JSONDecoder.ringRelay.decode(
-                CreatedAccount.self, from: try await api.send(.POST, "/v1/accounts", adminToken, #"{"name":"bench"}"#))
+            let api = Setup(http: http, base: server.base)
+            let account = try await server.createAccount(http: http)
             let apns = try JSONSerialization.data(withJSONObject: [
                 "teamId": "BENCH12345", "keyId": "BENCHKEY01", "privateKey": signingKey.pemRepresentation, "topic": "com.example.bench",
             ])
@@ -100,7 +79,7 @@ extension BenchCommand {
             }
 
             // Warm up: connections and the provider token, outside the measurement.
-            let webhook = WebhookSender(http: http, base: base, accountID: account.id, sid: sid, authToken: authToken)
+            let webhook = WebhookSender(http: http, base: server.base, accountID: account.id, sid: sid, authToken: authToken)
             for index in 0..<min(50, callees) { _ = await webhook.send(messageID: "WBwarm\(index)", callee: "user-\(index)") }
 
             let calleeCount = callees
@@ -112,9 +91,8 @@ extension BenchCommand {
             }
             let total = load.count
             try await Task.sleep(for: .milliseconds(500))  // the last pushes' arrivals
-            let peakRSS = ProcessMemory.peakResidentMiB(pid: server.processIdentifier)
-            server.interrupt()
-            server.waitUntilExit()
+            let peakRSS = ProcessMemory.peakResidentMiB(pid: server.pid)
+            await server.stop()
             try await simulator.shutdown()
 
             let pushLatencies = arrivals.latencies.sorted()
@@ -131,21 +109,6 @@ extension BenchCommand {
         /// `twi_message_id` of a pushed payload.
         static func messageID(in payload: Data) -> String? {
             (try? JSONSerialization.jsonObject(with: payload) as? [String: Any])?["twi_message_id"] as? String
-        }
-
-        /// Reads the child's stdout until it prints its address.
-        static func waitForAddress(_ pipe: Pipe) throws -> String {
-            var text = ""
-            let deadline = Date().addingTimeInterval(60)
-            while Date() < deadline {
-                let data = pipe.fileHandleForReading.availableData
-                guard !data.isEmpty else { break }
-                text += String(decoding: data, as: UTF8.self)
-                if let range = text.range(of: #"listening on (http://[^\s]+)"#, options: .regularExpression) {
-                    return String(text[range].dropFirst("listening on ".count))
-                }
-            }
-            throw ValidationError("The server did not start: \(text)")
         }
     }
 }
@@ -203,18 +166,24 @@ struct Setup {
     let http: HTTPClient
     let base: String
 
+    /// Sends a request and returns its answer's body; throws unless the status is 2xx.
     func send(_ method: HTTPMethod, _ path: String, _ token: String, _ body: String) async throws -> Data {
+        let (status, data) = try await exchange(method, path, token, body)
+        guard (200..<300).contains(status) else {
+            throw ValidationError("Set-up \(method) \(path) failed: \(status) \(String(decoding: data, as: UTF8.self))")
+        }
+        return data
+    }
+
+    /// Sends a request and returns its answer, whatever the status.
+    func exchange(_ method: HTTPMethod, _ path: String, _ token: String, _ body: String) async throws -> (status: Int, body: Data) {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(string: body))
         let response = try await http.execute(request, timeout: .seconds(30))
-        let data = Data(buffer: try await response.body.collect(upTo: 1 << 20))
-        guard (200..<300).contains(response.status.code) else {
-            throw ValidationError("Set-up \(method) \(path) failed: \(response.status.code) \(String(decoding: data, as: UTF8.self))")
-        }
-        return data
+        return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: 1 << 20)))
     }
 }
 

@@ -220,6 +220,7 @@ import Testing
             ["bench", "apns", "--count", "100", "--concurrency", "10", "--json"],
             ["bench", "fcm", "--count", "100", "--concurrency", "10", "--json"],
             ["bench", "webhooks", "--rate", "20", "--duration", "1", "--callees", "2", "--json"],
+            ["bench", "live", "--devices", "50", "--rate", "20", "--duration", "1", "--settle", "1", "--json"],
         ] {
             let run = try await ServerProcess.run(arguments, directory: directory.path)
             #expect(run.status == 0, "\(arguments): \(run.stderr)")

@@ -1,0 +1,268 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOHTTP1
+import RingRelayCore
+import RingRelayTesting
+import RingRelayWire
+import Synchronization
+
+extension BenchCommand {
+    /// `ringrelay bench live`: idle live connections held by a real server process, then native
+    /// calls rung over them, timed from the POST to the device reading the event.
+    struct Live: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "live",
+            abstract: "Idle live connections to a `ringrelay serve` child, then native calls rung over them at a fixed rate.",
+            discussion: """
+                Starts `ringrelay serve` (this same executable) as a child on an empty data directory, mints one access \
+                token per device and connects --devices WebSockets from --processes children of this executable, at \
+                most --connect-concurrency connects in flight. With every device connected and idle for --settle seconds, \
+                it reads the server's RSS. Then it starts calls (POST /v1/calls) at --rate for --duration seconds (open \
+                loop), each to a random device, which acks its call.incoming event and rejects the call. Reports the idle \
+                RSS per connection, calls/s, ring-to-receipt (POST sent → event read by the device, on the wall clock) \
+                and response percentiles, and the server's peak RSS. One process holds at most as many sockets as its \
+                hard open-file limit (ulimit -Hn), which caps --devices. Build with -c release for meaningful figures.
+                """)
+
+        @Option(help: "Devices, one live connection each.") var devices = 20_000
+        @Option(help: "Calls per second.") var rate = 500
+        @Option(help: "Seconds of calls.") var duration = 60
+        @Option(help: "Child processes holding the connections. (default: one per 9,000 devices)") var processes: Int?
+        @Option(help: "Connects in flight at once, over all processes.") var connectConcurrency = 200
+        @Option(help: "Seconds all devices stay idle before the server's RSS is read.") var settle = 5
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        /// Files the server keeps open besides its connections (database, listener, pipes, …).
+        static let serverReserve = 50
+
+        private var processCount: Int { processes ?? (devices + 8_999) / 9_000 }
+
+        func validate() throws {
+            guard devices > 0, rate > 0, duration > 0, connectConcurrency > 0, settle >= 0 else {
+                throw ValidationError("--devices, --rate, --duration and --connect-concurrency must be positive, --settle not negative.")
+            }
+            guard (1...devices).contains(processCount) else { throw ValidationError("--processes must be 1…\(devices).") }
+        }
+
+        func run() async throws {
+            let openFiles = raiseOpenFileLimit()
+            let perProcess = openFiles - Self.serverReserve
+            guard devices <= perProcess else {
+                throw ValidationError(
+                    """
+                    --devices \(devices) is more than one server process can hold here: its hard open-file limit (ulimit -Hn) is \
+                    \(openFiles) and about \(Self.serverReserve) go to its own files, so at most \(perProcess) connections. Use \
+                    --devices \(perProcess) or less, or raise the hard limit (LimitNOFILE=, /etc/security/limits.conf).
+                    """)
+            }
+            guard (devices + processCount - 1) / processCount <= perProcess else {
+                throw ValidationError("--processes \(processCount) leaves more than \(perProcess) devices in one process; use at least \((devices + perProcess - 1) / perProcess).")
+            }
+            let directory = try TemporaryDirectory(prefix: "ringrelay-bench-live")
+            defer { directory.remove() }
+            Interruption.onInterrupt { directory.remove() }
+            let server = try BenchServer(dataDirectory: directory.appending("data"))
+            defer { server.terminate() }
+            let result = try await server.withHTTPClient { http in try await measure(http: http, server: server, directory: directory) }
+            try emit(result, summary: result.summary, json: json)
+        }
+
+        private func measure(http: HTTPClient, server: BenchServer, directory: TemporaryDirectory) async throws -> LiveBenchResult {
+            let api = Setup(http: http, base: server.base)
+            let apiKey = try await server.createAccount(http: http).apiKey
+            let tokens = try await mintTokens(api, apiKey: apiKey)
+            let baselineRSS = ProcessMemory.residentMiB(pid: server.pid)
+
+            // The devices, in contiguous shares, one child process each.
+            let share = (devices + processCount - 1) / processCount
+            let url = "ws" + server.base.dropFirst("http".count) + "/v1/connect"
+            var children: [DeviceProcess] = []
+            defer { children.forEach { $0.terminate() } }
+            let connectStarted = ContinuousClock.now
+            for (number, first) in stride(from: 0, to: devices, by: share).enumerated() {
+                let file = directory.appending("devices-\(number)")
+                try (first..<min(devices, first + share)).map { "\($0) \(tokens[$0])\n" }.joined().write(toFile: file, atomically: true, encoding: .utf8)
+                children.append(
+                    try DeviceProcess([
+                        "bench", "live-devices", "--url", url, "--tokens-file", file,
+                        "--connect-concurrency", String(max(1, connectConcurrency / processCount)),
+                    ]))
+            }
+            var failed = Set<Int>()
+            for index in children.indices {
+                failed.formUnion(try await children[index].next(LiveDevicesConnected.self).failed)
+            }
+            let connectSeconds = (ContinuousClock.now - connectStarted).timeInterval
+            let reachable = (0..<devices).filter { !failed.contains($0) }
+
+            try await Task.sleep(for: .seconds(settle))
+            let idleRSS = ProcessMemory.residentMiB(pid: server.pid)
+            let serverOpenFiles = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(server.pid)/fd").count
+
+            let load = LoadGenerator(count: rate * duration, concurrency: .max, rate: rate)
+            let refusals = Slots<String>(count: load.count)
+            let (elapsed, responses) = try await load.run { index in
+                guard let device = reachable.randomElement() else { return false }
+                let body = #"{"from":"bench-caller","to":"dev-\#(device)","ringTimeoutSeconds":5,"metadata":{"t":\#(wallClockNanoseconds())}}"#
+                let refusal: String?
+                do {
+                    let status = try await api.exchange(.POST, "/v1/calls", apiKey, body).status
+                    refusal = status == 201 ? nil : "HTTP \(status)"
+                } catch {
+                    refusal = "\(error)"
+                }
+                if let refusal { refusals.set(index, refusal) }
+                return refusal == nil
+            }
+            try await Task.sleep(for: .seconds(2))  // the last events
+            let peakRSS = ProcessMemory.peakResidentMiB(pid: server.pid)
+
+            var reports: [LiveDevicesReport] = []
+            for index in children.indices {
+                children[index].send("report")
+                reports.append(try await children[index].next(LiveDevicesReport.self))
+            }
+            for child in children { await child.finish() }
+            await server.stop()
+
+            let ring = reports.flatMap(\.ringToReceiptNs).map { Duration.nanoseconds($0) }.sorted()
+            let responseLatencies = responses.sorted
+            let notCreated = responses.failures.withLock { $0 }
+            let missing = max(0, load.count - notCreated - reports.reduce(0) { $0 + $1.incoming })
+            let dropped = reports.reduce(0) { $0 + $1.dropped }
+            return LiveBenchResult(
+                devices: devices, processes: children.count, connected: reachable.count, connectFailures: failed.count,
+                connectSeconds: connectSeconds, dropped: dropped, connectionsHeld: reachable.count - dropped,
+                serverBaselineRSSMiB: baselineRSS, serverIdleRSSMiB: idleRSS,
+                idleKiBPerConnection: idleRSS.flatMap { idle in baselineRSS.map { (idle - $0) * 1024 / Double(max(1, reachable.count)) } },
+                serverOpenFiles: serverOpenFiles, calls: load.count, callsNotCreated: notCreated,
+                refusals: refusals.values.compactMap { $0 }.reduce(into: [:]) { $0[$1, default: 0] += 1 }, eventsMissing: missing,
+                failures: notCreated + missing + failed.count + dropped, seconds: elapsed.timeInterval,
+                callsPerSecond: Double(load.count) / elapsed.timeInterval, targetRate: rate,
+                ringP50Ms: percentileMs(ring, 0.50), ringP90Ms: percentileMs(ring, 0.90), ringP99Ms: percentileMs(ring, 0.99),
+                ringMaxMs: (ring.last ?? .zero).timeInterval * 1000,
+                responseP50Ms: percentileMs(responseLatencies, 0.50), responseP99Ms: percentileMs(responseLatencies, 0.99),
+                serverPeakRSSMiB: peakRSS)
+        }
+
+        /// One access token per device (`dev-<i>`, `d<i>`), a few requests at a time.
+        private func mintTokens(_ api: Setup, apiKey: String) async throws -> [String] {
+            let tokens = Slots<String>(count: devices)
+            let (_, minting) = try await LoadGenerator(count: devices, concurrency: 16, rate: 0).run { index in
+                let body = #"{"identity":"dev-\#(index)","deviceId":"d\#(index)","ttlSeconds":86400}"#
+                guard let data = try? await api.send(.POST, "/v1/access-tokens", apiKey, body),
+                    let response = try? JSONDecoder.ringRelay.decode(AccessTokenResponse.self, from: data)
+                else { return false }
+                tokens.set(index, response.token)
+                return true
+            }
+            let failures = minting.failures.withLock { $0 }
+            guard failures == 0 else { throw ValidationError("\(failures) of \(devices) access tokens could not be minted.") }
+            return tokens.values.map { $0 ?? "" }
+        }
+    }
+}
+
+/// A `bench live-devices` child and its stdio (see ``BenchCommand/LiveDevices``).
+struct DeviceProcess {
+    let process: Process
+    private let input = Pipe()
+    private let output = Pipe()
+    private var lines: AsyncStream<String>.Iterator
+
+    init(_ arguments: [String]) throws {
+        process = Process()
+        process.executableURL = BenchServer.executable
+        process.arguments = arguments
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        lines = lineStream(of: output.fileHandleForReading).makeAsyncIterator()
+        try process.run()
+        Interruption.onInterrupt { [process] in if process.isRunning { process.terminate() } }
+    }
+
+    /// The child's next line.
+    mutating func next<Line: Decodable>(_ type: Line.Type) async throws -> Line {
+        guard let line = await lines.next() else {
+            throw ValidationError("A device process (pid \(process.processIdentifier)) ended early; see its errors above.")
+        }
+        return try JSONDecoder().decode(Line.self, from: Data(line.utf8))
+    }
+
+    /// Sends the child a command line.
+    func send(_ command: String) {
+        input.fileHandleForWriting.write(Data((command + "\n").utf8))
+    }
+
+    /// Closes the child's stdin and waits for it to exit, killing it after `timeout`.
+    func finish(timeout: Duration = .seconds(30)) async {
+        try? input.fileHandleForWriting.close()
+        if await !process.exits(within: timeout) { terminate() }
+    }
+
+    /// Kills the child if it still runs.
+    func terminate() {
+        if process.isRunning { process.terminate() }
+    }
+}
+
+/// Values filled in by concurrent operations, one slot each.
+final class Slots<Value: Sendable>: Sendable {
+    private let slots: Mutex<[Value?]>
+
+    init(count: Int) { slots = Mutex(Array(repeating: nil, count: count)) }
+
+    func set(_ index: Int, _ value: Value) { slots.withLock { $0[index] = value } }
+
+    var values: [Value?] { slots.withLock { $0 } }
+}
+
+/// What a live-connection benchmark measured.
+struct LiveBenchResult: Codable {
+    var devices: Int
+    var processes: Int
+    var connected: Int
+    var connectFailures: Int
+    var connectSeconds: Double
+    /// Connections the server closed during the run.
+    var dropped: Int
+    var connectionsHeld: Int
+    var serverBaselineRSSMiB: Double?
+    var serverIdleRSSMiB: Double?
+    var idleKiBPerConnection: Double?
+    var serverOpenFiles: Int?
+    var calls: Int
+    /// Calls not answered 201.
+    var callsNotCreated: Int
+    /// Why, and how often: `HTTP <status>` or the client's error.
+    var refusals: [String: Int]
+    /// Created calls whose `call.incoming` never reached the device.
+    var eventsMissing: Int
+    /// Everything that went wrong: calls not created, events missing, devices not connected or dropped.
+    var failures: Int
+    var seconds: Double
+    var callsPerSecond: Double
+    var targetRate: Int
+    var ringP50Ms: Double
+    var ringP90Ms: Double
+    var ringP99Ms: Double
+    var ringMaxMs: Double
+    var responseP50Ms: Double
+    var responseP99Ms: Double
+    var serverPeakRSSMiB: Double?
+
+    var summary: String {
+        func mib(_ value: Double?) -> String { value.map { String(format: "%.0f MiB", $0) } ?? "unknown" }
+        return """
+            devices      \(connected) of \(devices) connected from \(processes) process(es) in \(String(format: "%.1f", connectSeconds)) s (\(connectFailures) failed, \(dropped) dropped later); \(connectionsHeld) held at the end
+            idle server  \(mib(serverIdleRSSMiB)) RSS with every device connected, \(mib(serverBaselineRSSMiB)) before: \(idleKiBPerConnection.map { String(format: "%.1f KiB", $0) } ?? "unknown") a connection; \(serverOpenFiles.map(String.init) ?? "unknown") open files
+            calls        \(calls) at \(targetRate)/s: \(String(format: "%.0f", callsPerSecond)) calls/s over \(String(format: "%.1f", seconds)) s; \(callsNotCreated) not answered 201, \(eventsMissing) never reached the device
+            ring→device  p50 \(String(format: "%.2f", ringP50Ms)) ms, p90 \(String(format: "%.2f", ringP90Ms)) ms, p99 \(String(format: "%.2f", ringP99Ms)) ms, max \(String(format: "%.2f", ringMaxMs)) ms (POST sent → call.incoming read by the device)
+            refusals     \(refusals.isEmpty ? "none" : refusals.sorted { $0.value > $1.value }.map { "\($0.value) × \($0.key)" }.joined(separator: ", "))
+            response     p50 \(String(format: "%.2f", responseP50Ms)) ms, p99 \(String(format: "%.2f", responseP99Ms)) ms (POST /v1/calls)
+            server RSS   \(mib(serverPeakRSSMiB)) peak
+            """
+    }
+}

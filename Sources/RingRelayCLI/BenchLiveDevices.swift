@@ -1,0 +1,246 @@
+import ArgumentParser
+import Foundation
+import HummingbirdWSClient
+import Logging
+import NIOWebSocket
+import RingRelayCore
+import RingRelayWire
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension BenchCommand {
+    /// `ringrelay bench live-devices` (hidden): one process's share of `bench live`'s devices.
+    ///
+    /// Reads `<index> <access token>` lines from --tokens-file and connects each device to --url,
+    /// --connect-concurrency at a time. Every event is acked; every `call.incoming` is timed from its
+    /// `metadata.t` (the caller's wall clock when it sent the call, in nanoseconds) and rejected. Talks
+    /// to the parent over stdio, one JSON object a line: prints a ``LiveDevicesConnected`` once every
+    /// device has connected or failed, then on the line `report` from stdin prints a
+    /// ``LiveDevicesReport``, closes its connections and exits. Exits at once if stdin closes before that
+    /// (the parent is gone).
+    struct LiveDevices: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "live-devices", abstract: "A `bench live` child: holds devices' live connections.", shouldDisplay: false)
+
+        @Option(help: "ws://host:port/v1/connect") var url: String
+        @Option(help: "File of '<index> <access token>' lines.") var tokensFile: String
+        @Option(help: "Connects in flight at once.") var connectConcurrency = 100
+
+        func run() async throws {
+            raiseOpenFileLimit()
+            let devices = try String(contentsOfFile: tokensFile, encoding: .utf8).split(separator: "\n").map { line in
+                let fields = line.split(separator: " ")
+                return (index: Int(fields[0]) ?? -1, token: String(fields[1]))
+            }
+            let state = DeviceStates()
+            let (reportRequests, requestReport) = AsyncStream.makeStream(of: Void.self)
+            Task {
+                for await command in lineStream(of: FileHandle.standardInput) where command == "report" {
+                    requestReport.yield()
+                    return
+                }
+                Foundation.exit(1)  // stdin closed before the report: the parent is gone
+            }
+            let url = url
+            await withDiscardingTaskGroup { group in
+                // Bounded connects: a device counts as in flight until its `ready` frame or its failure.
+                let (settled, settle) = AsyncStream.makeStream(of: Void.self)
+                var settledEvents = settled.makeAsyncIterator()
+                var inFlight = 0
+                let started = ContinuousClock.now
+                for device in devices {
+                    if inFlight >= connectConcurrency {
+                        await settledEvents.next()
+                        inFlight -= 1
+                    }
+                    inFlight += 1
+                    group.addTask { await Self.hold(device, url: url, state: state, settle: settle) }
+                }
+                for _ in 0..<inFlight { await settledEvents.next() }
+                say(lineJSON(state.connected(seconds: (ContinuousClock.now - started).timeInterval)))
+
+                for await _ in reportRequests { break }
+                say(lineJSON(state.report()))
+                // Close every connection; the group ends as the server answers the closes.
+                await withDiscardingTaskGroup { closing in
+                    for outbound in state.closeAll() {
+                        closing.addTask { try? await outbound.close(.normalClosure, reason: nil) }
+                    }
+                }
+            }
+        }
+
+        /// Connects one device and serves its events until the connection ends.
+        private static func hold(
+            _ device: (index: Int, token: String), url: String, state: DeviceStates, settle: AsyncStream<Void>.Continuation
+        ) async {
+            var logger = Logger(label: "bench-device")
+            logger.logLevel = .critical
+            _ = try? await WebSocketClient.connect(url: "\(url)?access_token=\(device.token)", logger: logger) { inbound, outbound, _ in
+                for try await message in inbound.messages(maxSize: 1 << 20) {
+                    let receivedNs = wallClockNanoseconds()
+                    guard case .text(let text) = message, let frame = try? JSONDecoder.ringRelay.decode(ServerFrame.self, from: Data(text.utf8))
+                    else { continue }
+                    switch frame {
+                    case .ready:
+                        state.opened(device.index, outbound)
+                        settle.yield()
+                    case .event(let event):
+                        try await outbound.write(.text(encode(.ack(eventId: event.eventId))))
+                        guard event.type == .incoming else {
+                            state.received(ringNs: nil)
+                            continue
+                        }
+                        if case .object(let metadata) = event.call.metadata, case .number(let sent) = metadata["t"] {
+                            state.received(ringNs: receivedNs - Int64(sent))
+                        } else {
+                            state.received(ringNs: -1)
+                        }
+                        try await outbound.write(.text(encode(.reject(callId: event.callId))))
+                    case .pong, .error:
+                        break
+                    }
+                }
+            }
+            if !state.closed(device.index) { settle.yield() }
+        }
+
+        private static func encode(_ frame: DeviceFrame) -> String {
+            String(decoding: (try? JSONEncoder.ringRelay.encode(frame)) ?? Data(), as: UTF8.self)
+        }
+    }
+}
+
+/// A `bench live-devices` child's first line: how its connects went.
+struct LiveDevicesConnected: Codable {
+    var connected: Int
+    /// Indices of the devices that could not connect.
+    var failed: [Int]
+    var seconds: Double
+}
+
+/// A `bench live-devices` child's last line: what its devices received.
+struct LiveDevicesReport: Codable {
+    /// Ring-to-receipt of every `call.incoming` that carried `metadata.t`, in nanoseconds.
+    var ringToReceiptNs: [Int64]
+    /// `call.incoming` events received.
+    var incoming: Int
+    /// Events of other types (the `call.rejected` that answers each reject).
+    var otherEvents: Int
+    /// Connections the server closed before the report.
+    var dropped: Int
+}
+
+/// The devices of one `bench live-devices` process.
+final class DeviceStates: Sendable {
+    private struct State {
+        var open: [Int: WebSocketOutboundWriter] = [:]
+        var failed: [Int] = []
+        var ringNs: [Int64] = []
+        var incoming = 0
+        var otherEvents = 0
+        var dropped = 0
+        var closing = false
+    }
+
+    private let state = Mutex(State())
+
+    func opened(_ index: Int, _ outbound: WebSocketOutboundWriter) {
+        state.withLock { $0.open[index] = outbound }
+    }
+
+    /// Records a connection's end: a failed connect, a drop, or the planned close. Returns whether it had connected.
+    func closed(_ index: Int) -> Bool {
+        state.withLock { state in
+            guard state.open.removeValue(forKey: index) != nil else {
+                state.failed.append(index)
+                return false
+            }
+            if !state.closing { state.dropped += 1 }
+            return true
+        }
+    }
+
+    /// Records an event: a ring with its ring-to-receipt (negative without `metadata.t`), or another event (`nil`).
+    func received(ringNs: Int64?) {
+        state.withLock { state in
+            guard let ringNs else { return state.otherEvents += 1 }
+            state.incoming += 1
+            if ringNs >= 0 { state.ringNs.append(ringNs) }
+        }
+    }
+
+    func connected(seconds: Double) -> LiveDevicesConnected {
+        state.withLock { state in
+            LiveDevicesConnected(connected: state.open.count, failed: state.failed, seconds: seconds)
+        }
+    }
+
+    func report() -> LiveDevicesReport {
+        state.withLock { LiveDevicesReport(ringToReceiptNs: $0.ringNs, incoming: $0.incoming, otherEvents: $0.otherEvents, dropped: $0.dropped) }
+    }
+
+    /// Marks the end of the run and returns the open connections to close.
+    func closeAll() -> [WebSocketOutboundWriter] {
+        state.withLock { state in
+            state.closing = true
+            return Array(state.open.values)
+        }
+    }
+}
+
+/// Now on the wall clock, in nanoseconds since 1970 (comparable across processes).
+func wallClockNanoseconds() -> Int64 {
+    Int64(Date().timeIntervalSince1970 * 1e9)
+}
+
+/// One line of compact JSON.
+func lineJSON(_ value: some Encodable) -> String {
+    String(decoding: (try? JSONEncoder().encode(value)) ?? Data(), as: UTF8.self)
+}
+
+/// The lines written to `handle` (a pipe), as they arrive; ends at end of file. Foundation reads on
+/// its own thread, so no concurrency thread blocks.
+func lineStream(of handle: FileHandle) -> AsyncStream<String> {
+    final class Pending: Sendable {
+        let bytes = Mutex(Data())
+    }
+    let pending = Pending()
+    return AsyncStream { continuation in
+        handle.readabilityHandler = { handle in
+            let data = handle.availableData
+            pending.bytes.withLock { bytes in
+                bytes.append(data)
+                while let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) {
+                    continuation.yield(String(decoding: bytes[bytes.startIndex..<newline], as: UTF8.self))
+                    bytes.removeSubrange(bytes.startIndex...newline)
+                }
+                if data.isEmpty {
+                    handle.readabilityHandler = nil
+                    if !bytes.isEmpty { continuation.yield(String(decoding: bytes, as: UTF8.self)) }
+                    continuation.finish()
+                }
+            }
+        }
+    }
+}
+
+/// Raises this process's soft open-file limit to its hard limit (children inherit it) and returns
+/// the hard limit.
+@discardableResult func raiseOpenFileLimit() -> Int {
+    var limit = rlimit()
+    #if canImport(Glibc)
+    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    #else
+    let resource = RLIMIT_NOFILE
+    #endif
+    guard getrlimit(resource, &limit) == 0 else { return Int.max }
+    if limit.rlim_cur < limit.rlim_max {
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(resource, &limit)
+    }
+    return limit.rlim_max >= rlim_t(Int.max) ? Int.max : Int(limit.rlim_max)
+}

@@ -1,0 +1,132 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import RingRelayWire
+import Synchronization
+
+/// `ringrelay serve` (this same executable) as a child process on its own data directory, for the
+/// benchmarks that measure a real server: port 0, warning-level logs, no rate limit.
+struct BenchServer {
+    let process: Process
+    /// `http://127.0.0.1:<port>`
+    let base: String
+    let adminToken: String
+    /// The child's stdout, kept open so that its writes never fail.
+    private let output: Pipe
+
+    /// Starts the server with `arguments` added and waits until it listens.
+    init(dataDirectory: String, arguments: [String] = []) throws {
+        adminToken = "bench-admin-token-0123456789"
+        process = Process()
+        process.executableURL = Self.executable
+        process.arguments =
+            [
+                "serve", "--port", "0", "--data-dir", dataDirectory, "--admin-token", adminToken, "--log-level", "warning", "--rate-limit", "0",
+            ] + arguments
+        output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        try process.run()
+        Interruption.onInterrupt { [process] in if process.isRunning { process.terminate() } }
+        do {
+            base = try Self.waitForAddress(output)
+        } catch {
+            process.terminate()
+            throw error
+        }
+    }
+
+    /// This executable, for starting children of it.
+    static var executable: URL { URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath() }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// Creates the account `bench` and returns it with its API key.
+    func createAccount(http: HTTPClient) async throws -> CreatedAccount {
+        try JSONDecoder.ringRelay.decode(
+            CreatedAccount.self, from: try await Setup(http: http, base: base).send(.POST, "/v1/accounts", adminToken, #"{"name":"bench"}"#))
+    }
+
+    /// Runs `body` with an HTTP client for this server (up to 64 connections) and shuts the client down after.
+    func withHTTPClient<Result>(_ body: (HTTPClient) async throws -> Result) async throws -> Result {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+        let http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        let result: Result
+        do {
+            result = try await body(http)
+        } catch {
+            try? await http.shutdown()
+            throw error
+        }
+        try await http.shutdown()
+        return result
+    }
+
+    /// Stops the server as an operator would (SIGINT) and waits until it has exited; kills it if it
+    /// is still there after `timeout`.
+    func stop(timeout: Duration = .seconds(30)) async {
+        guard process.isRunning else { return }
+        process.interrupt()
+        if await !process.exits(within: timeout) {
+            FileHandle.standardError.write(Data("The server did not stop within \(timeout) of SIGINT; killed it.\n".utf8))
+            kill(process.processIdentifier, SIGKILL)
+        }
+    }
+
+    /// Kills the server if it still runs (the error path).
+    func terminate() {
+        if process.isRunning { process.terminate() }
+    }
+
+    /// Reads the child's stdout until it prints its address.
+    private static func waitForAddress(_ pipe: Pipe) throws -> String {
+        var text = ""
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline {
+            let data = pipe.fileHandleForReading.availableData
+            guard !data.isEmpty else { break }
+            text += String(decoding: data, as: UTF8.self)
+            if let range = text.range(of: #"listening on (http://[^\s]+)"#, options: .regularExpression) {
+                return String(text[range].dropFirst("listening on ".count))
+            }
+        }
+        throw ValidationError("The server did not start: \(text)")
+    }
+}
+
+extension Process {
+    /// Waits up to `timeout` for the process to exit, without blocking a thread; returns whether it did.
+    func exits(within timeout: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while isRunning, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        return !isRunning
+    }
+}
+
+/// What to undo when a benchmark is interrupted. Foundation starts child processes in process groups
+/// of their own, so a Ctrl-C on the bench does not reach them: on SIGINT or SIGTERM the registered
+/// actions run, newest first, and the bench exits.
+enum Interruption {
+    private static let state = Mutex<(actions: [@Sendable () -> Void], sources: [any DispatchSourceSignal])>(([], []))
+
+    /// Runs `action` if the bench is interrupted.
+    static func onInterrupt(_ action: @escaping @Sendable () -> Void) {
+        state.withLock { state in
+            state.actions.append(action)
+            guard state.sources.isEmpty else { return }
+            state.sources = [SIGINT, SIGTERM].map { signalNumber in
+                signal(signalNumber, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+                source.setEventHandler {
+                    for action in Self.state.withLock({ $0.actions }).reversed() { action() }
+                    exit(128 + signalNumber)
+                }
+                source.resume()
+                return source
+            }
+        }
+    }
+}
