@@ -55,6 +55,8 @@ import Testing
             #expect(deliveries.first { $0.channel == "websocket" }?.outcome == "unacknowledged")
             #expect(Set(deliveries.filter { $0.channel == "apns" }.compactMap(\.bindingId)) == [live.id, offline.id, anonymous.id])
             #expect(deliveries.filter { $0.channel == "apns" }.allSatisfy { $0.outcome == "delivered" })
+            let metrics = String(buffer: try await client.send(.get, "/metrics").body)
+            #expect(metrics.contains("ringrelay_live_fallback_pushes_total 1"))
 
             // Acknowledged in time: b1's binding stays quiet.
             simulator.reset()
