@@ -146,8 +146,8 @@ import Testing
     }
 
     @Test func everyReasonInAppleTableIsKnown() throws {
-        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("shared/reference/fixtures/apns/error-reasons.json")
+        // A bundled copy of the reference fixture (see Fixtures/README.md).
+        let url = try #require(Bundle.module.url(forResource: "error-reasons", withExtension: "json", subdirectory: "Fixtures"))
         let text = try String(contentsOf: url, encoding: .utf8)
         let reasons = try #require(text.matches(of: /"reason"\s*:\s*"([A-Za-z]+)"/).map { String($0.1) }.nilIfEmpty)
         for reason in reasons {

@@ -5,10 +5,9 @@ import Testing
 
 @testable import RingRelayServer
 
-/// The reference fixtures, beside the repository.
+/// Copies of the reference fixtures, bundled with the tests (see Fixtures/README.md).
 enum Fixtures {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/reference/fixtures")
+    static let root = Bundle.module.resourceURL!.appendingPathComponent("Fixtures")
 
     static func json(_ path: String) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent(path))) as? [String: Any] ?? [:]
