@@ -55,9 +55,7 @@ struct CallsController {
             throw Request.tooLarge(4096)
         }
         if bytes.readableBytes > 0 {
-            guard request.headers[.contentType].map(Request.isJSON) == true else {
-                throw RingRelayError(.unsupportedMediaType, code: "unsupported_media_type", "Send the body as JSON with 'Content-Type: application/json'.")
-            }
+            guard request.headers[.contentType].map(Request.isJSON) == true else { throw Request.notJSON }
             body = try Request.decode(CallCommandRequest.self, from: Data(bytes.readableBytesView))
         }
         let actor: CallActor

@@ -16,9 +16,7 @@ extension Request {
 
     /// Checks the media type and size and collects the body.
     func jsonBody(maxBytes: Int) async throws -> ByteBuffer {
-        guard let contentType = headers[.contentType], Self.isJSON(contentType) else {
-            throw RingRelayError(.unsupportedMediaType, code: "unsupported_media_type", "Send the body as JSON with 'Content-Type: application/json'.")
-        }
+        guard let contentType = headers[.contentType], Self.isJSON(contentType) else { throw Self.notJSON }
         if let length = headers[.contentLength].flatMap({ Int($0) }), length > maxBytes {
             throw Self.tooLarge(maxBytes)
         }
@@ -28,6 +26,10 @@ extension Request {
             throw Self.tooLarge(maxBytes)
         }
     }
+
+    /// The 415 for a body not sent as JSON.
+    static let notJSON = RingRelayError(
+        .unsupportedMediaType, code: "unsupported_media_type", "Send the body as JSON with 'Content-Type: application/json'.")
 
     static func tooLarge(_ maxBytes: Int) -> RingRelayError {
         RingRelayError(.payloadTooLarge, code: "body_too_large", "The request body is larger than \(maxBytes / 1024) KiB.")
