@@ -214,10 +214,13 @@ public protocol CallStore: Sendable {
     func createCall(_ call: Call) async throws -> CallCreation
     /// One call of the account.
     func call(id: String, accountID: String) async throws -> Call?
-    /// Records planned deliveries.
-    func insertDeliveries(_ deliveries: [Delivery]) async throws
-    /// Records a delivery's answer.
-    func updateDelivery(_ delivery: Delivery) async throws
+    /// Records deliveries, planned or answered: a later record of a delivery id replaces the
+    /// earlier one.
+    ///
+    /// It does not wait for the database: the store may write records behind, several rings'
+    /// worth in one statement. ``deliveries(callID:)`` always sees every record made before it,
+    /// and closing the store writes what is left; only a crash can lose the last few.
+    func recordDeliveries(_ deliveries: [Delivery])
     /// A call's deliveries, in planning order.
     func deliveries(callID: String) async throws -> [Delivery]
     /// Moves a call to `state`, with the time.

@@ -32,6 +32,11 @@ public protocol BindingStore: Sendable {
     func binding(id: String, accountID: String, identity: String?) async throws -> Binding?
     /// A page of the account's bindings in id (creation) order.
     func listBindings(accountID: String, query: BindingQuery) async throws -> Page<Binding>
+    /// The active bindings of `identity`, in id order: what a ring pushes to.
+    ///
+    /// Rings read this on every call, so a store may answer from memory; it must forget what it
+    /// holds whenever a binding of the account changes through it.
+    func activeBindings(accountID: String, identity: String) async throws -> [Binding]
     /// Deletes one binding, optionally only if it belongs to `identity`. Returns whether it existed.
     func deleteBinding(id: String, accountID: String, identity: String?) async throws -> Bool
     /// Deletes every binding of an identity. Returns how many there were.

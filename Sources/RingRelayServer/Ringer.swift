@@ -94,9 +94,8 @@ struct Ringer: Sendable {
                 busy = try await store.isInAcceptedCall(accountID: call.accountID, identity: call.callee)
             }
             let content = makeContent(busy)
-            let bindings = try await store.listBindings(
-                accountID: call.accountID, query: BindingQuery(identity: call.callee, status: .active, limit: BindingQuery.maxLimit)
-            ).items.filter { content.payload(for: $0) != nil }
+            let bindings = try await store.activeBindings(accountID: call.accountID, identity: call.callee)
+                .filter { content.payload(for: $0) != nil }
             // A connected device's bindings wait for its ack; the rest are pushed now.
             let liveSet = Set(live)
             let fallbacks = Dictionary(grouping: bindings.filter { $0.deviceID.map(liveSet.contains) ?? false }) { $0.deviceID ?? "" }
@@ -112,7 +111,7 @@ struct Ringer: Sendable {
             let transport = Transport(
                 ringer: self, content: content, calleeBusy: busy, fallbacks: fallbacks, logger: logger)
             let planned = engine.plan(call, targets: targets, transport: transport)
-            try await store.insertDeliveries(planned.map(\.0))
+            store.recordDeliveries(planned.map(\.0))
             metrics.recordFanout(planned.count)
             logger.info(
                 "ringing",
@@ -155,7 +154,7 @@ struct Ringer: Sendable {
             case .binding(let binding): answered = await push(delivery, to: binding, call: call)
             case .live(let deviceID): answered = await ringLive(delivery, deviceID: deviceID, call: call)
             }
-            await record(answered)
+            ringer.store.recordDeliveries([answered])
             return answered
         }
 
@@ -183,13 +182,13 @@ struct Ringer: Sendable {
             do {
                 guard try await ringer.store.call(id: call.id, accountID: call.accountID)?.state == .ringing else { return answered }
                 let planned = ringer.engine.plan(call, targets: bindings.map(RingTarget.binding), transport: self)
-                try await ringer.store.insertDeliveries(planned.map(\.0))
+                ringer.store.recordDeliveries(planned.map(\.0))
                 ringer.metrics.recordLiveFallback(planned.count)
                 logger.info("live ring unacknowledged; pushing", metadata: ["device.id": .string(deviceID)])
                 await withTaskGroup(of: Void.self) { group in
                     for (fallback, target) in planned {
                         guard case .binding(let binding) = target else { continue }
-                        group.addTask { await record(await push(fallback, to: binding, call: call)) }
+                        group.addTask { ringer.store.recordDeliveries([await push(fallback, to: binding, call: call)]) }
                     }
                 }
             } catch {
@@ -214,14 +213,6 @@ struct Ringer: Sendable {
                 return delivery.completed(
                     with: PushOutcome(disposition: .drop, status: nil, reason: "InternalError", providerID: nil, latency: .zero, attempts: 0),
                     at: clock.now)
-            }
-        }
-
-        private func record(_ delivery: Delivery) async {
-            do {
-                try await ringer.store.updateDelivery(delivery)
-            } catch {
-                logger.error("could not record a delivery", metadata: ["delivery.id": .string(delivery.id), "error.cause": .string("\(error)")])
             }
         }
     }

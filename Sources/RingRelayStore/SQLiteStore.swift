@@ -11,9 +11,16 @@ import Synchronization
 /// All statements go through one connection under an ``AsyncMutex``, so a multi-statement
 /// transaction never interleaves with another task's statements. Times are stored as integer
 /// milliseconds since the Unix epoch.
+///
+/// The hot path of a ring is kept off the disk where that is safe: active bindings and API keys
+/// are answered from memory (this store is its file's only writer, and drops what it holds on
+/// each write), and delivery records are written behind, many in one statement.
 public final class SQLiteStore: DataStore {
     private let connection: SQLiteConnection
     private let mutex = AsyncMutex()
+    private let bindingCache = BindingCache()
+    private let keyCache = KeyCache()
+    private let backlog = DeliveryBacklog()
     /// Set once the connection is closed; read and written only while holding ``mutex``.
     private let isClosed = Mutex(false)
     private let logger: Logger
@@ -65,6 +72,7 @@ public final class SQLiteStore: DataStore {
     public func close() async throws {
         try await mutex.withLock { [connection] in
             guard !self.isClosed.withLock({ $0 }) else { return }
+            await self.writeBacklog(on: connection)
             self.isClosed.withLock { $0 = true }
             try await connection.close()
         }
@@ -171,7 +179,10 @@ extension SQLiteStore {
     }
 
     public func deleteAccount(id: String) async throws -> Bool {
-        try await !query("DELETE FROM accounts WHERE id = ? RETURNING id", [.text(id)]).isEmpty
+        let deleted = try await !query("DELETE FROM accounts WHERE id = ? RETURNING id", [.text(id)]).isEmpty
+        bindingCache.invalidate(accountID: id)
+        keyCache.forget { $0.accountID == id }
+        return deleted
     }
 
     public func addKey(_ key: APIKeyRecord) async throws {
@@ -179,14 +190,17 @@ extension SQLiteStore {
     }
 
     public func revokeKey(accountID: String, keyID: String, at date: Date) async throws -> Bool {
-        try await !query(
+        let revoked = try await !query(
             "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL RETURNING id",
             [.integer(date.millis), .text(keyID), .text(accountID)]
         ).isEmpty
+        keyCache.forget { $0.id == keyID }
+        return revoked
     }
 
     public func activeKey(secretHash: String) async throws -> APIKeyRecord? {
-        try await query(
+        if let cached = keyCache.key(secretHash: secretHash) { return cached }
+        let key = try await query(
             "SELECT id, account_id, secret_hash, hint, created_at, revoked_at FROM api_keys WHERE secret_hash = ? AND revoked_at IS NULL",
             [.text(secretHash)]
         ).first.map { row in
@@ -194,6 +208,9 @@ extension SQLiteStore {
                 id: row.string("id"), accountID: row.string("account_id"), secretHash: row.string("secret_hash"),
                 hint: row.string("hint"), createdAt: row.date("created_at"), revokedAt: row.optionalDate("revoked_at"))
         }
+        // Only hits are kept: a guessed secret must not fill the cache.
+        if let key { keyCache.store(key) }
+        return key
     }
 
     private static let insertKeySQL =
@@ -241,6 +258,7 @@ extension SQLiteStore {
                 .optionalText(registration.deviceID),
                 .optionalText(registration.publicKey), .integer(now.millis), .integer(now.millis), .integer(now.millis),
             ])
+        bindingCache.invalidate(accountID: registration.accountID)
         guard let row = rows.first else {
             throw RingRelayError(.internal, code: "store_error", "The binding upsert returned no row.")
         }
@@ -289,6 +307,17 @@ extension SQLiteStore {
         return Page(items: items, nextAfter: next)
     }
 
+    public func activeBindings(accountID: String, identity: String) async throws -> [Binding] {
+        let (cached, version) = bindingCache.lookup(accountID: accountID, identity: identity)
+        if let cached { return cached }
+        let bindings = try await query(
+            "SELECT \(Self.bindingColumns) FROM bindings WHERE account_id = ? AND identity = ? AND status = 'active' ORDER BY id",
+            [.text(accountID), .text(identity)]
+        ).map(Self.binding)
+        bindingCache.store(bindings, accountID: accountID, identity: identity, ifVersion: version)
+        return bindings
+    }
+
     public func deleteBinding(id: String, accountID: String, identity: String?) async throws -> Bool {
         var sql = "DELETE FROM bindings WHERE id = ? AND account_id = ?"
         var binds: [SQLiteData] = [.text(id), .text(accountID)]
@@ -296,13 +325,17 @@ extension SQLiteStore {
             sql += " AND identity = ?"
             binds.append(.text(identity))
         }
-        return try await !query(sql + " RETURNING id", binds).isEmpty
+        let deleted = try await !query(sql + " RETURNING id", binds).isEmpty
+        bindingCache.invalidate(accountID: accountID)
+        return deleted
     }
 
     public func deleteBindings(accountID: String, identity: String) async throws -> Int {
-        try await query(
+        let deleted = try await query(
             "DELETE FROM bindings WHERE account_id = ? AND identity = ? RETURNING id", [.text(accountID), .text(identity)]
         ).count
+        bindingCache.invalidate(accountID: accountID)
+        return deleted
     }
 
     public func invalidateBinding(id: String, accountID: String, reason: String, at date: Date, invalidSince: Date?) async throws -> Binding? {
@@ -317,7 +350,9 @@ extension SQLiteStore {
             sql += " AND registered_at <= ?"
             binds.append(.integer(invalidSince.millis))
         }
-        if let row = try await query(sql + " RETURNING \(Self.bindingColumns)", binds).first {
+        let rows = try await query(sql + " RETURNING \(Self.bindingColumns)", binds)
+        bindingCache.invalidate(accountID: accountID)
+        if let row = rows.first {
             return try Self.binding(row)
         }
         return try await binding(id: id, accountID: accountID, identity: nil)
@@ -452,39 +487,75 @@ extension SQLiteStore {
             .first.map(Self.call)
     }
 
-    public func insertDeliveries(_ deliveries: [Delivery]) async throws {
-        guard !deliveries.isEmpty else { return }
-        // One multi-row statement: atomic on its own, and one trip to the database thread
-        // instead of one per row plus BEGIN and COMMIT.
-        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        _ = try await query(
-            "INSERT INTO deliveries (\(Self.deliveryColumns)) VALUES " + Array(repeating: row, count: deliveries.count).joined(separator: ", "),
-            deliveries.flatMap(Self.deliveryBinds))
-    }
-
-    public func updateDelivery(_ delivery: Delivery) async throws {
-        _ = try await query(
-            """
-            UPDATE deliveries SET outcome = ?, status = ?, reason = ?, provider_id = ?, attempts = ?, latency_ms = ?, completed_at = ?
-            WHERE id = ?
-            """,
-            [
-                .text(delivery.outcome), delivery.status.map { .integer($0) } ?? .null, .optionalText(delivery.reason),
-                .optionalText(delivery.providerID), .integer(delivery.attempts), delivery.latencyMs.map { .float($0) } ?? .null,
-                .optionalDate(delivery.completedAt), .text(delivery.id),
-            ])
+    public func recordDeliveries(_ deliveries: [Delivery]) {
+        guard backlog.add(deliveries) else { return }
+        // The write waits for the connection; records arriving meanwhile go in the same statement.
+        Task {
+            do {
+                try await mutex.withLock { [connection] in
+                    // A closed store wrote its backlog while closing.
+                    guard !self.isClosed.withLock({ $0 }) else { return }
+                    await self.writeBacklog(on: connection)
+                }
+            } catch {
+                logger.error("could not record deliveries", metadata: ["error.cause": .string("\(error)")])
+            }
+        }
     }
 
     public func deliveries(callID: String) async throws -> [Delivery] {
-        try await query("SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? ORDER BY id", [.text(callID)]).map { row in
-            Delivery(
-                id: row.string("id"), callID: row.string("call_id"), bindingID: row.optionalString("binding_id"),
-                deviceID: row.optionalString("device_id"), channel: PushChannel(rawValue: row.string("channel")) ?? .apns,
-                kind: row.string("kind"), outcome: row.string("outcome"), status: row.column("status")?.integer.map { Int($0) },
-                reason: row.optionalString("reason"), providerID: row.optionalString("provider_id"),
-                attempts: Int(row.column("attempts")?.integer ?? 0), latencyMs: row.column("latency_ms")?.double,
-                createdAt: row.date("created_at"), completedAt: row.optionalDate("completed_at"))
+        try await mutex.withLock { [connection] in
+            try self.checkOpen()
+            await self.writeBacklog(on: connection)
+            return try await connection.query(
+                "SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? ORDER BY id", [.text(callID)]
+            ).map { row in
+                Delivery(
+                    id: row.string("id"), callID: row.string("call_id"), bindingID: row.optionalString("binding_id"),
+                    deviceID: row.optionalString("device_id"), channel: PushChannel(rawValue: row.string("channel")) ?? .apns,
+                    kind: row.string("kind"), outcome: row.string("outcome"), status: row.column("status")?.integer.map { Int($0) },
+                    reason: row.optionalString("reason"), providerID: row.optionalString("provider_id"),
+                    attempts: Int(row.column("attempts")?.integer ?? 0), latencyMs: row.column("latency_ms")?.double,
+                    createdAt: row.date("created_at"), completedAt: row.optionalDate("completed_at"))
+            }
         }
+    }
+
+    /// Writes the waiting delivery records, up to 200 per statement; the caller holds the mutex.
+    ///
+    /// A chunk the database refuses (its call was deleted meanwhile, say) is retried a row at a
+    /// time, so one orphan does not lose its neighbours.
+    private func writeBacklog(on connection: SQLiteConnection) async {
+        let waiting = backlog.drain()
+        var start = waiting.startIndex
+        while start < waiting.endIndex {
+            let chunk = waiting[start..<min(start + 200, waiting.endIndex)]
+            start = chunk.endIndex
+            do {
+                try await Self.upsert(chunk, on: connection)
+            } catch {
+                var lost = 0
+                for delivery in chunk {
+                    do { try await Self.upsert([delivery], on: connection) } catch { lost += 1 }
+                }
+                if lost > 0 {
+                    logger.warning(
+                        "delivery records refused; their calls are gone", metadata: ["deliveries.lost": .stringConvertible(lost)])
+                }
+            }
+        }
+    }
+
+    private static func upsert(_ deliveries: some Collection<Delivery>, on connection: SQLiteConnection) async throws {
+        let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        _ = try await connection.query(
+            "INSERT INTO deliveries (\(deliveryColumns)) VALUES " + Array(repeating: row, count: deliveries.count).joined(separator: ", ")
+                + """
+                 ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome, status = excluded.status, reason = excluded.reason,
+                    provider_id = excluded.provider_id, attempts = excluded.attempts, latency_ms = excluded.latency_ms,
+                    completed_at = excluded.completed_at
+                """,
+            deliveries.flatMap(deliveryBinds))
     }
 
     public func setCallState(id: String, accountID: String, state: CallState, at date: Date) async throws {

@@ -1,0 +1,116 @@
+import RingRelayCore
+import Synchronization
+
+/// The active bindings of recently rung identities, so a ring does not read them from disk.
+///
+/// Every binding write of an account drops that account's entries and bumps its version. A read
+/// that started before a write cannot put what it read back afterwards: ``store(_:accountID:identity:ifVersion:)``
+/// keeps the bindings only while the account's version is still the one seen before the read.
+/// The store is the only writer of its file, so nothing changes behind the cache's back.
+final class BindingCache: Sendable {
+    private struct State {
+        var entries: [String: [String: [Binding]]] = [:]
+        var versions: [String: UInt64] = [:]
+        var count = 0
+    }
+
+    private let state = Mutex(State())
+    /// Identities held before the whole cache is dropped and starts over.
+    let capacity: Int
+
+    init(capacity: Int = 50_000) {
+        self.capacity = capacity
+    }
+
+    /// The cached bindings and the account's version, which a miss passes back to ``store``.
+    func lookup(accountID: String, identity: String) -> (bindings: [Binding]?, version: UInt64) {
+        state.withLock { ($0.entries[accountID]?[identity], $0.versions[accountID, default: 0]) }
+    }
+
+    /// Keeps `bindings` unless the account changed since `version` was read.
+    func store(_ bindings: [Binding], accountID: String, identity: String, ifVersion version: UInt64) {
+        state.withLock { state in
+            guard state.versions[accountID, default: 0] == version else { return }
+            if state.count >= capacity {
+                state.entries.removeAll(keepingCapacity: true)
+                state.count = 0
+            }
+            if state.entries[accountID, default: [:]].updateValue(bindings, forKey: identity) == nil {
+                state.count += 1
+            }
+        }
+    }
+
+    /// Forgets the account's bindings; called after each write to them.
+    func invalidate(accountID: String) {
+        state.withLock { state in
+            state.versions[accountID, default: 0] &+= 1
+            if let dropped = state.entries.removeValue(forKey: accountID) {
+                state.count -= dropped.count
+            }
+        }
+    }
+}
+
+/// Unrevoked API keys by secret hash, so an authenticated request does not read its key from disk.
+/// Revoking a key or deleting an account drops the entries concerned before the call returns.
+final class KeyCache: Sendable {
+    private let keys = Mutex([String: APIKeyRecord]())
+    let capacity: Int
+
+    init(capacity: Int = 10_000) {
+        self.capacity = capacity
+    }
+
+    func key(secretHash: String) -> APIKeyRecord? {
+        keys.withLock { $0[secretHash] }
+    }
+
+    func store(_ key: APIKeyRecord) {
+        keys.withLock { keys in
+            if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
+            keys[key.secretHash] = key
+        }
+    }
+
+    func forget(where shouldForget: (APIKeyRecord) -> Bool) {
+        keys.withLock { keys in keys = keys.filter { !shouldForget($0.value) } }
+    }
+}
+
+/// Delivery records waiting to be written, the latest record of each delivery id in arrival order.
+///
+/// ``add(_:)`` answers whether the caller must schedule a write: the first record after a drain
+/// does, the rest ride along with it.
+final class DeliveryBacklog: Sendable {
+    private struct State {
+        var order: [String] = []
+        var latest: [String: Delivery] = [:]
+        var scheduled = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Adds records; returns `true` when no write is scheduled yet (the caller schedules one).
+    func add(_ deliveries: [Delivery]) -> Bool {
+        state.withLock { state in
+            for delivery in deliveries where state.latest.updateValue(delivery, forKey: delivery.id) == nil {
+                state.order.append(delivery.id)
+            }
+            guard !state.scheduled, !state.order.isEmpty else { return false }
+            state.scheduled = true
+            return true
+        }
+    }
+
+    /// Takes every waiting record, oldest first; the next ``add(_:)`` schedules a new write.
+    func drain() -> [Delivery] {
+        state.withLock { state in
+            let drained = state.order.compactMap { state.latest[$0] }
+            state.order.removeAll(keepingCapacity: true)
+            state.latest.removeAll(keepingCapacity: true)
+            state.scheduled = false
+            return drained
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import Logging
+import RingRelayCore
+import RingRelayStore
+import RingRelayTesting
+import Testing
+
+/// What the store keeps in memory (active bindings, API keys, delivery records not yet written)
+/// never disagrees with what it answers after a write.
+@Suite struct StoreMemoryTests {
+    private struct Opened {
+        let directory: TemporaryDirectory
+        let store: SQLiteStore
+        let account: Account
+        var path: String { directory.appending("ringrelay.sqlite") }
+    }
+
+    private func open() async throws -> Opened {
+        let directory = try TemporaryDirectory()
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let account = Account(id: ResourceID.make(ResourceID.account), name: "acme", createdAt: Date())
+        try await store.createAccount(
+            account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "h", createdAt: Date()))
+        return Opened(directory: directory, store: store, account: account)
+    }
+
+    private func register(_ store: SQLiteStore, _ identity: String, token: String, account: String) async throws -> Binding {
+        let registration = try BindingRegistration(
+            accountID: account, identity: identity, type: .fcm, token: token, environment: nil, deviceID: nil, publicKey: nil)
+        return try await store.upsertBinding(registration, newID: ResourceID.make(ResourceID.binding), now: Date()).binding
+    }
+
+    private func tokens(_ store: SQLiteStore, _ identity: String, _ account: String) async throws -> [String] {
+        try await store.activeBindings(accountID: account, identity: identity).map(\.token)
+    }
+
+    @Test func activeBindingsFollowEveryKindOfWrite() async throws {
+        let opened = try await open()
+        defer { opened.directory.remove() }
+        let (store, account) = (opened.store, opened.account.id)
+        let t1 = try await register(store, "bob", token: "t1", account: account)
+        _ = try await register(store, "bob", token: "t2", account: account)
+        #expect(try await tokens(store, "bob", account) == ["t1", "t2"])
+        #expect(try await tokens(store, "bob", account) == ["t1", "t2"], "a second read, from memory")
+
+        // The token moves to another identity: both identities change.
+        _ = try await register(store, "carol", token: "t2", account: account)
+        #expect(try await tokens(store, "bob", account) == ["t1"])
+        #expect(try await tokens(store, "carol", account) == ["t2"])
+
+        // A dead token stops ringing; registering it again brings it back.
+        _ = try await store.invalidateBinding(id: t1.id, accountID: account, reason: "Unregistered", at: Date(), invalidSince: nil)
+        #expect(try await tokens(store, "bob", account).isEmpty)
+        _ = try await register(store, "bob", token: "t1", account: account)
+        #expect(try await tokens(store, "bob", account) == ["t1"])
+
+        #expect(try await store.deleteBinding(id: t1.id, accountID: account, identity: nil))
+        #expect(try await tokens(store, "bob", account).isEmpty)
+        #expect(try await store.deleteBindings(accountID: account, identity: "carol") == 1)
+        #expect(try await tokens(store, "carol", account).isEmpty)
+
+        _ = try await register(store, "dave", token: "t3", account: account)
+        #expect(try await tokens(store, "dave", account) == ["t3"])
+        #expect(try await store.deleteAccount(id: account))
+        #expect(try await tokens(store, "dave", account).isEmpty)
+        try await store.close()
+    }
+
+    @Test func readsRacingWritesEndOnTheStoredTruth() async throws {
+        let opened = try await open()
+        defer { opened.directory.remove() }
+        let (store, account) = (opened.store, opened.account.id)
+        // Tokens hop between two identities while rings read both; afterwards memory and file agree.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for round in 0..<40 {
+                group.addTask { _ = try await register(store, round % 2 == 0 ? "bob" : "carol", token: "t\(round % 5)", account: account) }
+                group.addTask { _ = try await store.activeBindings(accountID: account, identity: "bob") }
+                group.addTask { _ = try await store.activeBindings(accountID: account, identity: "carol") }
+            }
+            try await group.waitForAll()
+        }
+        for identity in ["bob", "carol"] {
+            let stored = try await store.listBindings(accountID: account, query: BindingQuery(identity: identity, status: .active))
+            #expect(try await store.activeBindings(accountID: account, identity: identity) == stored.items)
+        }
+        try await store.close()
+    }
+
+    @Test func aRevokedKeyStopsWorkingAtOnce() async throws {
+        let opened = try await open()
+        defer { opened.directory.remove() }
+        let store = opened.store
+        let key = try #require(try await store.activeKey(secretHash: "h"))
+        #expect(try await store.activeKey(secretHash: "h") == key, "a second read, from memory")
+        #expect(try await store.revokeKey(accountID: opened.account.id, keyID: key.id, at: Date()))
+        #expect(try await store.activeKey(secretHash: "h") == nil)
+
+        let other = APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: opened.account.id, secretHash: "h2", hint: "h", createdAt: Date())
+        try await store.addKey(other)
+        #expect(try await store.activeKey(secretHash: "h2")?.id == other.id)
+        #expect(try await store.deleteAccount(id: opened.account.id))
+        #expect(try await store.activeKey(secretHash: "h2") == nil)
+        try await store.close()
+    }
+
+    @Test func deliveryRecordsAreReadBackAtOnceAndSurviveClosing() async throws {
+        let opened = try await open()
+        defer { opened.directory.remove() }
+        let store = opened.store
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let call = Call(
+            id: ResourceID.make(ResourceID.call, at: now), accountID: opened.account.id, source: .native, caller: "alice", callee: "bob",
+            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(30), updatedAt: now)
+        #expect(try await store.createCall(call) == .created(call))
+
+        // More than one statement's worth, recorded from many tasks, then answered.
+        let planned = (0..<450).map { index in
+            Delivery(
+                id: ResourceID.make(ResourceID.delivery, at: now.addingTimeInterval(Double(index) / 1000)), callID: call.id,
+                bindingID: "bnd_\(index)", channel: .fcm, kind: "data", createdAt: now)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for slice in stride(from: 0, to: planned.count, by: 50) {
+                group.addTask { store.recordDeliveries(Array(planned[slice..<slice + 50])) }
+            }
+        }
+        let answered = planned.prefix(100).map {
+            $0.completed(
+                with: PushOutcome(disposition: .delivered, status: 200, reason: nil, providerID: "p", latency: .milliseconds(3), attempts: 1),
+                at: now.addingTimeInterval(1))
+        }
+        store.recordDeliveries(answered)
+        let read = try await store.deliveries(callID: call.id)
+        #expect(read.count == 450)
+        #expect(read.filter { $0.outcome == "delivered" }.map(\.id) == answered.map(\.id))
+        #expect(read.first { $0.id == answered[0].id } == answered[0])
+
+        // Records made just before closing are written by the close; a record whose call is gone
+        // does not take its neighbours with it.
+        let orphan = Delivery(id: ResourceID.make(ResourceID.delivery), callID: "call_gone", bindingID: nil, channel: .apns, kind: "voip", createdAt: now)
+        let last = Delivery(id: ResourceID.make(ResourceID.delivery), callID: call.id, bindingID: "bnd_last", channel: .apns, kind: "voip", createdAt: now)
+        store.recordDeliveries([orphan, last])
+        try await store.close()
+        let reopened = try await SQLiteStore.open(path: opened.path, logger: Logger(label: "test"))
+        let after = try await reopened.deliveries(callID: call.id)
+        #expect(after.count == 451)
+        #expect(after.contains { $0.id == last.id })
+        #expect(try await reopened.deliveries(callID: "call_gone").isEmpty)
+        try await reopened.close()
+    }
+}
