@@ -109,9 +109,26 @@ enum RawJSON {
             default:
                 // Numbers, true, false, null: run to the next delimiter.
                 let start = position
-                while let next = peek, !"{}[],: \n\r\t\"".utf8.contains(next) { position += 1 }
+                while let next = peek, !Self.isDelimiter(next) { position += 1 }
                 return position > start ? position : nil
             }
+        }
+
+        static func isDelimiter(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "{"), UInt8(ascii: "}"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: ","), UInt8(ascii: ":"),
+                UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\r"), UInt8(ascii: "\t"), UInt8(ascii: "\""):
+                true
+            default: false
+            }
+        }
+
+        /// Whether the quoted JSON string `quoted` spells `key`: compared as bytes unless it
+        /// has escapes, which only a decoder reads right.
+        static func key(_ quoted: ArraySlice<UInt8>, is key: String) -> Bool {
+            let inner = quoted.dropFirst().dropLast()
+            guard inner.contains(UInt8(ascii: "\\")) else { return inner.elementsEqual(key.utf8) }
+            return (try? JSONDecoder().decode(String.self, from: Data(quoted))) == key
         }
 
         /// Skips a string starting at the current quote; returns the index after the closing quote.
@@ -140,14 +157,14 @@ enum RawJSON {
             while position < end {
                 let keyStart = position
                 guard let keyEnd = skipString() else { return nil }
-                let name = try? JSONDecoder().decode(String.self, from: Data(bytes[keyStart..<keyEnd]))
+                let matches = Self.key(bytes[keyStart..<keyEnd], is: key)
                 skipWhitespace()
                 guard peek == UInt8(ascii: ":") else { return nil }
                 position += 1
                 skipWhitespace()
                 let valueStart = position
                 guard let valueEnd = skipValue() else { return nil }
-                if name == key { return valueStart..<valueEnd }
+                if matches { return valueStart..<valueEnd }
                 skipWhitespace()
                 guard peek == UInt8(ascii: ",") else { return nil }
                 position += 1

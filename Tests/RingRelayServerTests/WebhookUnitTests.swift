@@ -87,6 +87,7 @@ enum Fixtures {
         #expect(RawJSON.value(at: ["data", "fcmPayload"], in: body).map { String(decoding: $0, as: UTF8.self) } == #"{"b":1,"a":"\"q\""}"#)
         #expect(RawJSON.value(at: ["id"], in: body).map { String(decoding: $0, as: UTF8.self) } == #""x""#)
         #expect(RawJSON.value(at: ["data", "missing"], in: body) == nil)
+        #expect(RawJSON.value(at: ["data"], in: Array(#"{"d\u0061ta":true}"#.utf8)).map { String(decoding: $0, as: UTF8.self) } == "true")
         #expect(RawJSON.value(at: ["data"], in: Array("[1,2]".utf8)) == nil)
         #expect(RawJSON.value(at: ["data"], in: Array(#"{"data":"#.utf8)) == nil)
     }
@@ -98,6 +99,9 @@ enum Fixtures {
         #expect(add(" {\n} ") == " {\"aps\":{}\n} ")
         #expect(add(#"{"aps":{"alert":"x"},"a":1}"#) == #"{"aps":{"alert":"x"},"a":1}"#)
         #expect(add(#"{"nested":{"aps":1}}"#) == #"{"aps":{},"nested":{"aps":1}}"#)
+        // A key spelled with escapes is still that key; a longer or shorter one is not.
+        #expect(add(#"{"\u0061ps":1}"#) == #"{"\u0061ps":1}"#)
+        #expect(add(#"{"ap\"s":1,"apsx":2,"ap":3}"#) == #"{"aps":{},"ap\"s":1,"apsx":2,"ap":3}"#)
         #expect(add("[]") == nil)
         #expect(add(#"{"a":"#) == nil)
         #expect(add(#"{} {}"#) == nil)
