@@ -202,15 +202,17 @@ public struct Delivery: Sendable, Hashable {
 
 /// What creating a call with an external id found.
 public enum CallCreation: Sendable, Hashable {
-    /// The call is new.
-    case created(Call)
+    /// The call is new; `calleeBusy` tells whether its callee was in an accepted call (as callee,
+    /// or as the caller of a native call) when it was created.
+    case created(Call, calleeBusy: Bool)
     /// A call with the same source and external id exists: this is a replay.
     case existing(Call)
 }
 
 /// Calls and their deliveries.
 public protocol CallStore: Sendable {
-    /// Creates a call, unless one with the same `(account, source, externalID)` exists.
+    /// Creates a call, unless one with the same `(account, source, externalID)` exists, and tells
+    /// whether its callee is busy in the same step.
     func createCall(_ call: Call) async throws -> CallCreation
     /// One call of the account.
     func call(id: String, accountID: String) async throws -> Call?
@@ -232,8 +234,6 @@ public protocol CallStore: Sendable {
     func transitionCall(_ change: CallChange) async throws -> Call?
     /// Ringing calls whose ring time ended before `date`, oldest deadline first.
     func expiredRingingCalls(before date: Date, limit: Int) async throws -> [Call]
-    /// Whether `identity` is in an accepted call of the account (as caller or callee).
-    func isInAcceptedCall(accountID: String, identity: String) async throws -> Bool
     /// Deletes calls (and their deliveries) created before `date`. Returns how many.
     func pruneCalls(createdBefore date: Date) async throws -> Int
 }

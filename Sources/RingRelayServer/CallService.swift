@@ -58,8 +58,7 @@ struct CallService: Sendable {
             id: ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
             callerName: request.displayName, callee: request.to, media: media, metadata: metadata, state: .ringing, externalID: nil,
             createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now)
-        let busy = try await store.isInAcceptedCall(accountID: scope.accountID, identity: request.to)
-        let result = try await ringer.ring(call, calleeBusy: busy, waitAtMost: nil) { busy in
+        let result = try await ringer.ring(call, waitAtMost: nil) { busy in
             Self.content(for: call, metadata: request.metadata, calleeBusy: busy, sealed: sealed, sentAt: now)
         }
         if result.call.state == .unreachable {

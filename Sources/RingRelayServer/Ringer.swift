@@ -66,18 +66,16 @@ struct Ringer: Sendable {
             id: ResourceID.make(ResourceID.call, at: now), accountID: accountID, source: source, caller: caller, callee: callee,
             state: .ringing, externalID: externalID, createdAt: now, ringDeadline: now.addingTimeInterval(ringTimeout.timeInterval),
             updatedAt: now)
-        return try await ring(call, calleeBusy: nil, waitAtMost: answerWait) { _ in content }
+        return try await ring(call, waitAtMost: answerWait) { _ in content }
     }
 
     /// Creates `fresh` (or finds the call it repeats) and rings its callee.
     ///
     /// - Parameters:
-    ///   - calleeBusy: whether the callee is in an accepted call; looked up when `nil` and a live
-    ///     connection needs it.
     ///   - waitAtMost: how long to wait for first answers; `nil` returns as soon as the ring is planned.
     ///   - content: the ring's content, given whether the callee is busy.
     func ring(
-        _ fresh: Call, calleeBusy: Bool?, waitAtMost: Duration?, content makeContent: (Bool) -> Content
+        _ fresh: Call, waitAtMost: Duration?, content makeContent: (Bool) -> Content
     ) async throws -> Result {
         var logger = self.logger
         logger[metadataKey: "account.id"] = .string(fresh.accountID)
@@ -86,13 +84,9 @@ struct Ringer: Sendable {
             logger[metadataKey: "call.id"] = .string(call.id)
             logger.info("repeated notification; not ringing again", metadata: ["call.source": .string(call.source.rawValue)])
             return Result(call: call, deliveries: try await store.deliveries(callID: call.id), replayed: true)
-        case .created(var call):
+        case .created(var call, let busy):
             logger[metadataKey: "call.id"] = .string(call.id)
             let live = hub.connectedDevices(accountID: call.accountID, identity: call.callee)
-            var busy = calleeBusy ?? false
-            if calleeBusy == nil, !live.isEmpty {
-                busy = try await store.isInAcceptedCall(accountID: call.accountID, identity: call.callee)
-            }
             let content = makeContent(busy)
             let bindings = try await store.activeBindings(accountID: call.accountID, identity: call.callee)
                 .filter { content.payload(for: $0) != nil }

@@ -21,6 +21,7 @@ public final class SQLiteStore: DataStore {
     private let bindingCache = BindingCache()
     private let keyCache = KeyCache()
     private let backlog = DeliveryBacklog()
+    private let callCache = CallCache()
     /// Set once the connection is closed; read and written only while holding ``mutex``.
     private let isClosed = Mutex(false)
     private let logger: Logger
@@ -129,9 +130,15 @@ public final class SQLiteStore: DataStore {
     // MARK: - Plumbing
 
     private func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        try await locked { connection in try await connection.query(sql, binds) }
+    }
+
+    /// Runs `body` with the connection while holding the lock: for a statement whose effect on
+    /// what the store keeps in memory must be applied in the same order as in the file.
+    private func locked<T: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> T) async throws -> T {
         try await mutex.withLock { [connection] in
             try self.checkOpen()
-            return try await connection.query(sql, binds)
+            return try await body(connection)
         }
     }
 
@@ -215,7 +222,12 @@ extension SQLiteStore {
     }
 
     public func deleteAccount(id: String) async throws -> Bool {
-        let deleted = try await !query("DELETE FROM accounts WHERE id = ? RETURNING id", [.text(id)]).isEmpty
+        let deleted = try await locked { connection in
+            let rows = try await connection.query("DELETE FROM accounts WHERE id = ? RETURNING id", [.text(id)])
+            // Its calls went with it.
+            self.callCache.forgetAll()
+            return !rows.isEmpty
+        }
         bindingCache.invalidate(accountID: id)
         keyCache.forget { $0.accountID == id }
         return deleted
@@ -493,33 +505,45 @@ extension SQLiteStore {
 
     public func createCall(_ call: Call) async throws -> CallCreation {
         // INSERT … ON CONFLICT DO NOTHING, then read back: the unique index decides which of two
-        // concurrent deliveries of one notification rings.
-        let inserted = try await query(
-            """
-            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT DO NOTHING RETURNING id
-            """,
-            [
-                .text(call.id), .text(call.accountID), .text(call.source.rawValue), .optionalText(call.caller), .text(call.callee),
-                .text(call.state.rawValue), .optionalText(call.externalID), .integer(call.createdAt.millis),
-                .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis), .optionalText(call.callerName),
-                .text(call.media.rawValue), .optionalText(call.metadata), .optionalDate(call.answeredAt), .optionalText(call.answeredBy),
-                .optionalDate(call.endedAt), .optionalText(call.endReason?.rawValue), .optionalText(call.endedBy),
-            ])
-        if !inserted.isEmpty { return .created(call) }
-        guard let externalID = call.externalID,
-            let row = try await query(
-                "SELECT \(Self.callColumns) FROM calls WHERE account_id = ? AND source = ? AND external_id = ?",
-                [.text(call.accountID), .text(call.source.rawValue), .text(externalID)]
-            ).first
-        else {
-            throw RingRelayError(.internal, code: "store_error", "The call could not be created.")
+        // concurrent deliveries of one notification rings. The same statement tells whether the
+        // callee is in an accepted call (as callee, or as the caller of a native one).
+        try await locked { connection in
+            let inserted = try await connection.query(
+                """
+                INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT DO NOTHING
+                -- ?2 is the account, ?5 the callee, as bound for the VALUES.
+                RETURNING EXISTS (
+                    SELECT 1 FROM calls AS other WHERE other.account_id = ?2 AND other.state = 'accepted'
+                        AND (other.callee = ?5 OR (other.caller = ?5 AND other.source = 'native'))
+                ) AS busy
+                """,
+                [
+                    .text(call.id), .text(call.accountID), .text(call.source.rawValue), .optionalText(call.caller), .text(call.callee),
+                    .text(call.state.rawValue), .optionalText(call.externalID), .integer(call.createdAt.millis),
+                    .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis), .optionalText(call.callerName),
+                    .text(call.media.rawValue), .optionalText(call.metadata), .optionalDate(call.answeredAt), .optionalText(call.answeredBy),
+                    .optionalDate(call.endedAt), .optionalText(call.endReason?.rawValue), .optionalText(call.endedBy),
+                ])
+            if let row = inserted.first {
+                self.callCache.put(call)
+                return .created(call, calleeBusy: row.column("busy")?.integer == 1)
+            }
+            guard let externalID = call.externalID,
+                let row = try await connection.query(
+                    "SELECT \(Self.callColumns) FROM calls WHERE account_id = ? AND source = ? AND external_id = ?",
+                    [.text(call.accountID), .text(call.source.rawValue), .text(externalID)]
+                ).first
+            else {
+                throw RingRelayError(.internal, code: "store_error", "The call could not be created.")
+            }
+            return .existing(try Self.call(row))
         }
-        return .existing(try Self.call(row))
     }
 
     public func call(id: String, accountID: String) async throws -> Call? {
-        try await query("SELECT \(Self.callColumns) FROM calls WHERE id = ? AND account_id = ?", [.text(id), .text(accountID)])
+        if let cached = callCache.call(id: id) { return cached.accountID == accountID ? cached : nil }
+        return try await query("SELECT \(Self.callColumns) FROM calls WHERE id = ? AND account_id = ?", [.text(id), .text(accountID)])
             .first.map(Self.call)
     }
 
@@ -595,9 +619,12 @@ extension SQLiteStore {
     }
 
     public func setCallState(id: String, accountID: String, state: CallState, at date: Date) async throws {
-        _ = try await query(
-            "UPDATE calls SET state = ?, updated_at = ? WHERE id = ? AND account_id = ?",
-            [.text(state.rawValue), .integer(date.millis), .text(id), .text(accountID)])
+        try await locked { connection in
+            _ = try await connection.query(
+                "UPDATE calls SET state = ?, updated_at = ? WHERE id = ? AND account_id = ?",
+                [.text(state.rawValue), .integer(date.millis), .text(id), .text(accountID)])
+            self.callCache.forget(id: id)
+        }
     }
 
     public func transitionCall(_ change: CallChange) async throws -> Call? {
@@ -624,7 +651,17 @@ extension SQLiteStore {
             binds.append(.integer(change.at.millis))
         }
         sql += " RETURNING \(Self.callColumns)"
-        return try await query(sql, binds).first.map(Self.call)
+        let (statement, values) = (sql, binds)
+        return try await locked { connection in
+            guard let row = try await connection.query(statement, values).first else {
+                // Something else changed the call first; what, only the file knows.
+                self.callCache.forget(id: change.id)
+                return nil
+            }
+            let changed = try Self.call(row)
+            self.callCache.put(changed)
+            return changed
+        }
     }
 
     public func expiredRingingCalls(before date: Date, limit: Int) async throws -> [Call] {
@@ -634,19 +671,12 @@ extension SQLiteStore {
         ).map(Self.call)
     }
 
-    public func isInAcceptedCall(accountID: String, identity: String) async throws -> Bool {
-        try await !query(
-            """
-            SELECT 1 FROM calls WHERE account_id = ? AND callee = ? AND state = 'accepted'
-            UNION ALL SELECT 1 FROM calls WHERE account_id = ? AND caller = ? AND source = 'native' AND state = 'accepted'
-            LIMIT 1
-            """,
-            [.text(accountID), .text(identity), .text(accountID), .text(identity)]
-        ).isEmpty
-    }
-
     public func pruneCalls(createdBefore date: Date) async throws -> Int {
-        try await query("DELETE FROM calls WHERE created_at < ? RETURNING id", [.integer(date.millis)]).count
+        try await locked { connection in
+            let pruned = try await connection.query("DELETE FROM calls WHERE created_at < ? RETURNING id", [.integer(date.millis)])
+            for row in pruned { self.callCache.forget(id: row.string("id")) }
+            return pruned.count
+        }
     }
 
     private static func deliveryBinds(_ delivery: Delivery) -> [SQLiteData] {

@@ -114,3 +114,51 @@ final class DeliveryBacklog: Sendable {
         }
     }
 }
+
+/// Recently created or changed calls by id, so a command on a ringing call does not read it
+/// from disk first.
+///
+/// The store updates it inside the same lock as the statement that changed the call, so it
+/// never holds a state older than the file's; a change whose condition failed drops the call,
+/// because the store then does not know what won. Two generations bound it: when the newer one
+/// fills, the older is dropped and the newer takes its place.
+final class CallCache: Sendable {
+    private struct State {
+        var current: [String: Call] = [:]
+        var previous: [String: Call] = [:]
+    }
+
+    private let state = Mutex(State())
+    /// Calls per generation.
+    let generation: Int
+
+    init(generation: Int = 10_000) {
+        self.generation = generation
+    }
+
+    func call(id: String) -> Call? {
+        state.withLock { $0.current[id] ?? $0.previous[id] }
+    }
+
+    func put(_ call: Call) {
+        state.withLock { state in
+            state.previous[call.id] = nil
+            state.current[call.id] = call
+            if state.current.count >= generation {
+                state.previous = state.current
+                state.current = [:]
+            }
+        }
+    }
+
+    func forget(id: String) {
+        state.withLock { state in
+            state.current[id] = nil
+            state.previous[id] = nil
+        }
+    }
+
+    func forgetAll() {
+        state.withLock { $0 = State() }
+    }
+}

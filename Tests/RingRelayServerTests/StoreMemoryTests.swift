@@ -111,7 +111,7 @@ import Testing
         let call = Call(
             id: ResourceID.make(ResourceID.call, at: now), accountID: opened.account.id, source: .native, caller: "alice", callee: "bob",
             state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(30), updatedAt: now)
-        #expect(try await store.createCall(call) == .created(call))
+        #expect(try await store.createCall(call) == .created(call, calleeBusy: false))
 
         // More than one statement's worth, recorded from many tasks, then answered.
         let planned = (0..<450).map { index in
@@ -167,5 +167,50 @@ import Testing
         }
         #expect(grown, "the database file did not grow within 10 s: nothing checkpointed the log")
         try await opened.store.close()
+    }
+
+    @Test func callsReadBackAsTheFileHasThemAndCreationTellsWhetherTheCalleeIsBusy() async throws {
+        let opened = try await open()
+        defer { opened.directory.remove() }
+        let (store, account) = (opened.store, opened.account.id)
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        func call(_ caller: String, _ callee: String, source: CallSource = .native, at offset: TimeInterval = 0) -> Call {
+            Call(
+                id: ResourceID.make(ResourceID.call, at: now.addingTimeInterval(offset)), accountID: account, source: source, caller: caller,
+                callee: callee, state: .ringing, externalID: source == .native ? nil : "ext-\(offset)", createdAt: now,
+                ringDeadline: now.addingTimeInterval(30), updatedAt: now)
+        }
+        // Alice calls Bob, who answers; while that call stands, both are busy.
+        let first = call("alice", "bob")
+        #expect(try await store.createCall(first) == .created(first, calleeBusy: false))
+        let accepted = try #require(
+            try await store.transitionCall(
+                try CallRules.change(for: .accept, on: first, by: CallActor(identity: "bob", deviceID: "b1"), at: now.addingTimeInterval(1))))
+        #expect(try await store.call(id: first.id, accountID: account) == accepted)
+        #expect(try await store.call(id: first.id, accountID: "acc_other") == nil)
+        let toBob = call("carol", "bob", at: 2)
+        #expect(try await store.createCall(toBob) == .created(toBob, calleeBusy: true))
+        let toAlice = call("carol", "alice", at: 3)
+        #expect(try await store.createCall(toAlice) == .created(toAlice, calleeBusy: true))
+        // Only a native call makes its caller busy: a provider's caller is not a RingRelay identity.
+        let providerCall = call("dave", "erin", source: .twilio, at: 4)
+        #expect(try await store.createCall(providerCall) == .created(providerCall, calleeBusy: false))
+
+        // Another connection to the same file reads exactly what this store answers.
+        let other = try await SQLiteStore.open(path: opened.path, logger: Logger(label: "test"))
+        for id in [first.id, toBob.id, toAlice.id, providerCall.id] {
+            #expect(try await store.call(id: id, accountID: account) == other.call(id: id, accountID: account))
+        }
+        // A change whose condition fails makes the store read the call from the file again. (Only
+        // a second writer, which a deployment does not have, can make that happen.)
+        try await other.setCallState(id: toBob.id, accountID: account, state: .cancelled, at: now.addingTimeInterval(4))
+        let late = try CallRules.change(for: .accept, on: toBob, by: CallActor(identity: "bob", deviceID: "b2"), at: now.addingTimeInterval(5))
+        #expect(try await store.transitionCall(late) == nil)
+        #expect(try await store.call(id: toBob.id, accountID: account)?.state == .cancelled)
+        try await other.close()
+
+        #expect(try await store.pruneCalls(createdBefore: now.addingTimeInterval(1)) == 4)
+        #expect(try await store.call(id: first.id, accountID: account) == nil)
+        try await store.close()
     }
 }
