@@ -25,10 +25,6 @@ public final class SQLiteStore: DataStore {
     /// Set once the connection is closed; read and written only while holding ``mutex``.
     private let isClosed = Mutex(false)
     private let logger: Logger
-    /// A second connection that copies the write-ahead log into the database file every
-    /// ``checkpointInterval``, so the writer never stops for a checkpoint (and its fsync).
-    private let checkpointer: Mutex<Task<Void, Never>?> = Mutex(nil)
-    static let checkpointInterval: Duration = .seconds(1)
 
     /// The database file's path.
     public let path: String
@@ -63,11 +59,7 @@ public final class SQLiteStore: DataStore {
             _ = try await connection.query("PRAGMA synchronous = NORMAL")
             _ = try await connection.query("PRAGMA foreign_keys = ON")
             _ = try await connection.query("PRAGMA busy_timeout = 5000")
-            // Checkpoints run beside the writer (``startCheckpointing(path:)``), not inside one of
-            // its commits.
-            _ = try await connection.query("PRAGMA wal_autocheckpoint = 0")
             try await store.migrate()
-            try await store.startCheckpointing(path: path)
         } catch {
             try? await connection.close()
             throw RingRelayError(
@@ -79,40 +71,12 @@ public final class SQLiteStore: DataStore {
 
     /// Closes the connection. Later calls fail with `store_closed`; closing twice is harmless.
     public func close() async throws {
-        if let checkpointing = checkpointer.withLock({ $0.take() }) {
-            checkpointing.cancel()
-            await checkpointing.value
-        }
         try await mutex.withLock { [connection] in
             guard !self.isClosed.withLock({ $0 }) else { return }
             await self.writeBacklog(on: connection)
             self.isClosed.withLock { $0 = true }
-            // The last connection to close checkpoints the whole log into the file.
             try await connection.close()
         }
-    }
-
-    /// Opens the checkpoint connection and starts its loop: a passive checkpoint each interval
-    /// copies committed pages into the file while the writer goes on appending to the log.
-    private func startCheckpointing(path: String) async throws {
-        let side = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        _ = try await side.query("PRAGMA busy_timeout = 5000")
-        let logger = self.logger
-        let task = Task {
-            while true {
-                try? await Task.sleep(for: Self.checkpointInterval)
-                guard !Task.isCancelled else { break }
-                do {
-                    _ = try await side.query("PRAGMA wal_checkpoint(PASSIVE)")
-                } catch {
-                    logger.warning("checkpoint failed; retrying", metadata: ["error.cause": .string("\(error)")])
-                }
-            }
-            // sqlite-nio refuses work from a cancelled task, and a connection must be closed
-            // before it is released: close from a task of its own.
-            await Task { try? await side.close() }.value
-        }
-        checkpointer.withLock { $0 = task }
     }
 
     private func checkOpen() throws {

@@ -149,26 +149,6 @@ import Testing
         try await reopened.close()
     }
 
-    @Test func theLogIsCheckpointedBesideTheWriter() async throws {
-        let opened = try await open()
-        defer { opened.directory.remove() }
-        func size(_ path: String) -> Int { (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0 }
-        let before = size(opened.path)
-        for index in 0..<300 {
-            _ = try await register(opened.store, "user-\(index)", token: "token-\(index)", account: opened.account.id)
-        }
-        #expect(size(opened.path + "-wal") > 0)
-        // The writer never checkpoints; the side connection copies the log into the file while
-        // the store stays open.
-        var grown = false
-        for _ in 0..<100 where !grown {
-            try await Task.sleep(for: .milliseconds(100))
-            grown = size(opened.path) > before
-        }
-        #expect(grown, "the database file did not grow within 10 s: nothing checkpointed the log")
-        try await opened.store.close()
-    }
-
     @Test func callsReadBackAsTheFileHasThemAndCreationTellsWhetherTheCalleeIsBusy() async throws {
         let opened = try await open()
         defer { opened.directory.remove() }
