@@ -108,9 +108,17 @@ extension BenchCommand {
         }
 
         /// `twi_message_id` of a pushed payload.
+        /// The `twi_message_id` of a pushed body, found as bytes: the bench wrote the body, so it
+        /// knows the spelling, and parsing every push would spend the load's own CPU.
         static func messageID(in payload: Data) -> String? {
-            (try? JSONSerialization.jsonObject(with: payload) as? [String: Any])?["twi_message_id"] as? String
+            let bytes = [UInt8](payload)
+            guard let start = bytes.firstRange(of: Self.messageIDMarker)?.upperBound,
+                let end = bytes[start...].firstIndex(of: UInt8(ascii: "\""))
+            else { return nil }
+            return String(decoding: bytes[start..<end], as: UTF8.self)
         }
+
+        private static let messageIDMarker = Array(#""twi_message_id":""#.utf8)
     }
 }
 
@@ -144,7 +152,7 @@ struct WebhookSender: Sendable {
     func send(messageID: String, callee: String) async -> Int {
         let body = Array(
             #"{"twi_account_sid":"\#(sid)","twi_bridge_token":"eyJiZW5jaA","twi_call_sid":"CA\#(messageID)","twi_from":"client:bench","twi_message_id":"\#(messageID)","twi_message_type":"twilio.voice.call","twi_to":"client:\#(callee)"}"#.utf8)
-        let hash = SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined()
+        let hash = SHA256.hash(data: body).hexEncoded
         let url = "\(base)/v1/webhooks/twilio/\(accountID)?bodySHA256=\(hash)"
         let mac = HMAC<Insecure.SHA1>.authenticationCode(for: Data(url.utf8), using: SymmetricKey(data: Data(authToken.utf8)))
         var request = HTTPClientRequest(url: url)
