@@ -110,7 +110,7 @@ final class TestClock: Sendable {
 
 /// Waits until `condition` holds, polling; fails the wait after `timeout`.
 func eventually(
-    timeout: Duration = .seconds(5), _ condition: @Sendable () async -> Bool
+    timeout: Duration = .seconds(20), _ condition: @Sendable () async -> Bool
 ) async -> Bool {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {

@@ -30,8 +30,9 @@ import Testing
         return try await store.upsertBinding(registration, newID: ResourceID.make(ResourceID.binding), now: Date()).binding
     }
 
+    /// The identity's active tokens, sorted (ids made in one millisecond need not sort by creation).
     private func tokens(_ store: SQLiteStore, _ identity: String, _ account: String) async throws -> [String] {
-        try await store.activeBindings(accountID: account, identity: identity).map(\.token)
+        try await store.activeBindings(accountID: account, identity: identity).map(\.token).sorted()
     }
 
     @Test func activeBindingsFollowEveryKindOfWrite() async throws {
