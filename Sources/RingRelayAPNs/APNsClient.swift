@@ -1,10 +1,8 @@
-import AsyncHTTPClient
 import Crypto
 import Foundation
 import Logging
 import Metrics
 import NIOCore
-import NIOHTTP1
 import NIOSSL
 import RingRelayCore
 import ServiceLifecycle
@@ -24,12 +22,12 @@ public struct APNsAttempt: Sendable, Hashable {
     public var latency: Duration
 }
 
-/// RingRelay's APNs client: HTTP/2 over TLS, one connection pool per credential and environment.
+/// RingRelay's APNs client: HTTP/2 over TLS, one connection per credential and environment.
 ///
-/// Pools are AsyncHTTPClient instances configured for HTTP/2, so many pushes share one
-/// connection as multiplexed streams; a dropped connection or GOAWAY fails only its in-flight
-/// streams, which ``push(_:credential:environment:environmentIsCertain:deadline:)`` retries (same
-/// `apns-id`) on a fresh connection. Provider tokens come from one ``APNsTokenManager`` shared by
+/// Each connection (``APNsConnection``) carries many pushes as multiplexed streams, one HEADERS
+/// and one DATA frame each; a dropped connection or GOAWAY fails only its in-flight streams, which
+/// ``push(_:credential:environment:environmentIsCertain:deadline:)`` retries (same `apns-id`) on a
+/// fresh connection. Provider tokens come from one ``APNsTokenManager`` shared by
 /// all pools. Run it as a `Service`: on shutdown it closes every pool after in-flight pushes end.
 public final class APNsClient: Service, Sendable {
     private struct PoolKey: Hashable {
@@ -40,7 +38,7 @@ public final class APNsClient: Service, Sendable {
     }
 
     private struct Pool {
-        var client: HTTPClient
+        var connection: APNsConnection
         var lastUsed: ContinuousClock.Instant
     }
 
@@ -104,10 +102,10 @@ public final class APNsClient: Service, Sendable {
     public func shutdown() async {
         let all = pools.withLock { pools in
             defer { pools = nil }
-            return pools?.values.map(\.client) ?? []
+            return pools?.values.map(\.connection) ?? []
         }
-        for client in all {
-            try? await client.shutdown()
+        for connection in all {
+            await connection.shutdown()
         }
     }
 
@@ -116,10 +114,10 @@ public final class APNsClient: Service, Sendable {
         let stale = pools.withLock { pools in
             let stale = pools?.filter { now - $0.value.lastUsed > lifetime } ?? [:]
             for key in stale.keys { pools?.removeValue(forKey: key) }
-            return stale.values.map(\.client)
+            return stale.values.map(\.connection)
         }
-        for client in stale {
-            client.shutdown { _ in }
+        for connection in stale {
+            Task { await connection.shutdown() }
         }
     }
 
@@ -176,10 +174,10 @@ public final class APNsClient: Service, Sendable {
         func failure(_ reason: String) -> TrackedAttempt {
             TrackedAttempt(attempt: APNsAttempt(status: nil, reason: reason, apnsID: request.apnsID, timestamp: nil, latency: ContinuousClock.now - start))
         }
-        let client: HTTPClient
+        let connection: APNsConnection
         var authorization: String?
         do {
-            client = try pool(for: credential, environment: environment)
+            connection = try pool(for: credential, environment: environment)
             if case .token(let teamID, let keyID, let pem) = credential.authentication {
                 authorization = try await tokens.token(for: APNsSigningKey(teamID: teamID, keyID: keyID, privateKeyPEM: pem))
             }
@@ -190,28 +188,27 @@ public final class APNsClient: Service, Sendable {
             return failure("InvalidCredential")
         }
 
-        var http = HTTPClientRequest(url: configuration.endpoint(for: environment) + request.path)
-        http.method = .POST
-        for (name, value) in request.headers { http.headers.add(name: name, value: value) }
-        if let authorization { http.headers.add(name: "authorization", value: "bearer " + authorization) }
-        http.body = .bytes(ByteBuffer(bytes: request.payload))
+        var headers = request.headers
+        if let authorization { headers.append(("authorization", "bearer " + authorization)) }
         do {
-            let response = try await client.execute(http, timeout: TimeAmount(configuration.requestTimeout))
-            let body = try await response.body.collect(upTo: 16 * 1024)
+            let response = try await connection.post(
+                path: request.path, headers: headers, body: request.payload, timeout: TimeAmount(configuration.requestTimeout))
             let latency = ContinuousClock.now - start
             metrics.recordLatency(latency, kind: request.kind)
-            let status = Int(response.status.code)
-            let apnsID = response.headers.first(name: "apns-id") ?? request.apnsID
+            let status = response.status
+            let apnsID = response.apnsID ?? request.apnsID
             guard status != 200 else {
                 return TrackedAttempt(attempt: APNsAttempt(status: 200, reason: nil, apnsID: apnsID, timestamp: nil, latency: latency))
             }
-            let error = try? JSONDecoder().decode(APNsErrorBody.self, from: Data(body.readableBytesView))
+            let error = try? JSONDecoder().decode(APNsErrorBody.self, from: Data(response.body))
             let attempt = APNsAttempt(
                 status: status, reason: error?.reason ?? "HTTP\(status)", apnsID: apnsID,
                 timestamp: error?.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }, latency: latency)
             return TrackedAttempt(attempt: attempt, sentToken: authorization)
-        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+        } catch is APNsConnection.Timeout {
             return failure("Timeout")
+        } catch is APNsConnection.ShutDown {
+            return failure("ClientShutDown")
         } catch {
             logger.debug("APNs connection error", metadata: ["push.reason": "\(error)"])
             return failure("ConnectionError")
@@ -251,29 +248,30 @@ public final class APNsClient: Service, Sendable {
 
     // MARK: Pools
 
-    private func pool(for credential: APNsCredential, environment: PushEnvironment) throws -> HTTPClient {
+    private func pool(for credential: APNsCredential, environment: PushEnvironment) throws -> APNsConnection {
         let key = PoolKey(environment: environment, authentication: credential.authentication)
-        let existing = try pools.withLock { pools -> HTTPClient? in
+        let existing = try pools.withLock { pools -> APNsConnection? in
             guard pools != nil else { throw ClientShutDown() }
             pools?[key]?.lastUsed = .now
-            return pools?[key]?.client
+            return pools?[key]?.connection
         }
         if let existing { return existing }
-        let client = try makeClient(for: credential, environment: environment)
-        let (winner, loser) = pools.withLock { pools -> (HTTPClient?, HTTPClient?) in
-            guard pools != nil else { return (nil, client) }
-            if let existing = pools?[key]?.client { return (existing, client) }
-            pools?[key] = Pool(client: client, lastUsed: .now)
-            return (client, nil)
+        let connection = try makeConnection(for: credential, environment: environment)
+        let winner = pools.withLock { pools -> APNsConnection? in
+            guard pools != nil else { return nil }
+            if let existing = pools?[key]?.connection { return existing }
+            pools?[key] = Pool(connection: connection, lastUsed: .now)
+            return connection
         }
-        loser?.shutdown { _ in }
+        // A connection that lost the race never connected: it opens on first use.
         guard let winner else { throw ClientShutDown() }
         return winner
     }
 
-    private func makeClient(for credential: APNsCredential, environment: PushEnvironment) throws -> HTTPClient {
+    private func makeConnection(for credential: APNsCredential, environment: PushEnvironment) throws -> APNsConnection {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
+        tls.applicationProtocols = ["h2"]
         if !extraTrustRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraTrustRoots)] }
         switch credential.authentication {
         case .token:
@@ -286,22 +284,19 @@ public final class APNsClient: Service, Sendable {
             tls.certificateChain = bundle.certificateChain.map { .certificate($0) }
             tls.privateKey = .privateKey(bundle.privateKey)
         }
-        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
-        configuration.httpVersion = .automatic
-        configuration.decompression = .disabled
-        configuration.redirectConfiguration = .disallow
-        // Connections live for hours; the keep-alive PING, not the pool, decides when they are idle.
-        configuration.connectionPool = .init(idleTimeout: .hours(24))
-        configuration.timeout = .init(connect: .seconds(10))
+        guard let endpoint = URLComponents(string: configuration.endpoint(for: environment)), let host = endpoint.host else {
+            throw RingRelayError(.unavailable, code: "apns_endpoint_invalid", "The APNs endpoint \(configuration.endpoint(for: environment)) is not a URL.")
+        }
         let metrics = self.metrics
         let keepAlive = TimeAmount(self.configuration.keepAliveInterval)
         let environmentName = environment.rawValue
-        configuration.http2ConnectionDebugInitializer = { channel in
+        return APNsConnection(
+            host: host, port: endpoint.port ?? 443, sslContext: try NIOSSLContext(configuration: tls), connectTimeout: .seconds(10)
+        ) { channel in
             metrics.connectionOpened(environment: environmentName)
             channel.closeFuture.whenComplete { _ in metrics.connectionClosed(environment: environmentName) }
-            return APNsKeepAliveHandler.install(on: channel, idleTime: keepAlive, onPing: { metrics.pingSent() })
+            try APNsKeepAliveHandler.add(to: channel.pipeline.syncOperations, idleTime: keepAlive, onPing: { metrics.pingSent() })
         }
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
     }
 }
 

@@ -26,13 +26,11 @@ final class APNsKeepAliveHandler: ChannelInboundHandler, Sendable {
         context.fireUserInboundEventTriggered(event)
     }
 
-    /// Installs the idle watcher and the PING sender around a connection's HTTP/2 handler.
-    static func install(on channel: any Channel, idleTime: TimeAmount, onPing: @escaping @Sendable () -> Void) -> EventLoopFuture<Void> {
-        channel.eventLoop.submit {
-            let pipeline = channel.pipeline.syncOperations
-            let http2 = try pipeline.handler(type: NIOHTTP2Handler.self)
-            try pipeline.addHandler(IdleStateHandler(allTimeout: idleTime), position: .before(http2))
-            try pipeline.addHandler(APNsKeepAliveHandler(onPing: onPing), position: .after(http2))
-        }
+    /// Adds the idle watcher and the PING sender around a connection's HTTP/2 handler; call on
+    /// the connection's event loop.
+    static func add(to pipeline: ChannelPipeline.SynchronousOperations, idleTime: TimeAmount, onPing: @escaping @Sendable () -> Void) throws {
+        let http2 = try pipeline.handler(type: NIOHTTP2Handler.self)
+        try pipeline.addHandler(IdleStateHandler(allTimeout: idleTime), position: .before(http2))
+        try pipeline.addHandler(APNsKeepAliveHandler(onPing: onPing), position: .after(http2))
     }
 }
