@@ -180,7 +180,8 @@ import Testing
     }
 
     @Test func stalledAnswerTimesOut() async throws {
-        let harness = try await Self.harness(timeout: .seconds(1))
+        // Long enough that only the stalled stream times out, even on a loaded machine.
+        let harness = try await Self.harness(timeout: .seconds(3))
         // A first success lifts APNs' one-stream limit on the new connection.
         #expect(try await harness.push(Self.token(19)).disposition == .delivered)
         harness.simulator.setBehaviour(.stall, forDeviceToken: Self.token(9), times: 1)
