@@ -68,7 +68,7 @@ final class ServerProcess: Sendable {
     }
 
     /// Waits for the process to exit and returns its status.
-    func waitForExit(timeout: Duration = .seconds(30)) async throws -> Int32 {
+    func waitForExit(timeout: Duration = .seconds(90)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             guard ContinuousClock.now < deadline else {
