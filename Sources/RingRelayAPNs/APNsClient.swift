@@ -28,7 +28,7 @@ public struct APNsAttempt: Sendable, Hashable {
 /// and one DATA frame each; a dropped connection or GOAWAY fails only its in-flight streams, which
 /// ``push(_:credential:environment:environmentIsCertain:deadline:)`` retries (same `apns-id`) on a
 /// fresh connection. Provider tokens come from one ``APNsTokenManager`` shared by
-/// all pools. Run it as a `Service`: on shutdown it closes every pool after in-flight pushes end.
+/// all connections. Run it as a `Service`: on shutdown it closes every connection.
 public final class APNsClient: Service, Sendable {
     private struct PoolKey: Hashable {
         var environment: PushEnvironment

@@ -111,22 +111,23 @@ final class APNsConnection: Sendable {
     // MARK: Connecting
 
     private func connection() -> EventLoopFuture<Open> {
-        let loop = group.next()
-        return state.withLock { state -> EventLoopFuture<Open> in
+        let (future, started) = state.withLock { state -> (EventLoopFuture<Open>, Bool) in
             switch state {
             case .shutDown:
-                return loop.makeFailedFuture(ShutDown())
+                return (group.next().makeFailedFuture(ShutDown()), false)
             case .open(let open) where open.isUsable:
-                return open.channel.eventLoop.makeSucceededFuture(open)
+                return (open.channel.eventLoop.makeSucceededFuture(open), false)
             case .connecting(let future):
-                return future
+                return (future, false)
             case .open, .idle:
-                let future = connect(on: loop)
+                let future = connect(on: group.next())
                 state = .connecting(future)
-                future.whenComplete { [weak self] result in self?.connected(result, future: future) }
-                return future
+                return (future, true)
             }
         }
+        // Outside the lock: a callback that runs at once must not find the lock held.
+        if started { future.whenComplete { [weak self] result in self?.connected(result, future: future) } }
+        return future
     }
 
     private func connected(_ result: Result<Open, any Error>, future: EventLoopFuture<Open>) {

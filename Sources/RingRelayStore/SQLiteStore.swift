@@ -108,8 +108,7 @@ public final class SQLiteStore: DataStore {
 
     /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on error.
     private func transaction<T: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> T) async throws -> T {
-        try await mutex.withLock { [connection] in
-            try self.checkOpen()
+        try await locked { connection in
             _ = try await connection.query("BEGIN IMMEDIATE")
             do {
                 let result = try await body(connection)
@@ -528,8 +527,7 @@ extension SQLiteStore {
     }
 
     public func deliveries(callID: String) async throws -> [Delivery] {
-        try await mutex.withLock { [connection] in
-            try self.checkOpen()
+        try await locked { connection in
             await self.writeBacklog(on: connection)
             return try await connection.query(
                 "SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? ORDER BY id", [.text(callID)]
