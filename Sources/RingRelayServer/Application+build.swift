@@ -44,10 +44,10 @@ public func buildApplication(
     return Application(
         router: router,
         // The same router answers the WebSocket upgrade, so /v1/connect gets the same authentication
-        // and error bodies as every other route.
+        // and error bodies as every other route. Pings are LiveKeepAliveHandler's, not the library's.
         server: .http1WebSocketUpgrade(
             webSocketRouter: router,
-            configuration: .init(ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .enabled(timePeriod: configuration.livePingInterval)))),
+            configuration: .init(ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
         // Listed after the caller's services (the store), so they shut down before it and after
         // the HTTP server has drained.
@@ -95,7 +95,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     TestPushController(services: services).register(on: router)
     WebhooksController(services: services, ringer: services.ringer, limiter: services.limiter).register(on: router)
     CallsController(services: services, calls: services.calls).register(on: router)
-    ConnectController(hub: services.hub, calls: services.calls, metrics: services.metrics).register(on: router)
+    ConnectController(hub: services.hub, calls: services.calls, metrics: services.metrics, pingInterval: services.configuration.livePingInterval).register(on: router)
     return router
 }
 

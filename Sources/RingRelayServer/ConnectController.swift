@@ -16,6 +16,8 @@ struct ConnectController {
     let hub: LiveHub
     let calls: CallService
     let metrics: ServerMetrics
+    /// How long a connection may be quiet before it is pinged (and, twice that, dropped).
+    let pingInterval: Duration
 
     /// Largest frame a device may send.
     static let maxFrameBytes = 16 * 1024
@@ -36,6 +38,7 @@ struct ConnectController {
         } onUpgrade: { inbound, outbound, context in
             guard case .device(let accountID, let identity, let deviceID) = context.requestContext.principal else { return }
             let key = DeviceKey(accountID: accountID, identity: identity, deviceID: deviceID)
+            try await LiveKeepAliveHandler.install(on: context.requestContext.channel, interval: pingInterval)
             try await serve(key, lastEventID: context.request.uri.queryParameters["lastEventId"].map(String.init), inbound: inbound, outbound: outbound, logger: context.logger)
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdWebSocket
+import NIOCore
 import RingRelayCore
 
 /// Who is calling, as established by ``AuthMiddleware``.
@@ -30,9 +31,12 @@ struct RingRelayRequestContext: RequestContext, WebSocketRequestContext {
     var principal: Principal?
     /// Where the `/v1/connect` route leaves its handler for the WebSocket upgrade.
     let webSocket = WebSocketHandlerReference<Self>()
+    /// The connection the request came on; `/v1/connect` adds its keep-alive to it.
+    let channel: any Channel
 
     init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
+        self.channel = source.channel
     }
 
     /// Requires the admin token.

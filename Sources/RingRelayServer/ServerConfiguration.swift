@@ -43,7 +43,8 @@ public struct ServerConfiguration: Sendable {
     public var webhookWait: Duration = .seconds(5)
     /// How long a live ring waits for the device's ack before its push bindings are rung too.
     public var liveFallback: Duration = .seconds(1)
-    /// How often the server pings live connections; one that misses a ping is dropped at the next.
+    /// How long a live connection may be quiet before the server pings it; one still quiet a second
+    /// interval later is dropped.
     public var livePingInterval: Duration = .seconds(15)
     /// Webhooks and calls per second per account (0: unlimited).
     public var rateLimit: Double = 100

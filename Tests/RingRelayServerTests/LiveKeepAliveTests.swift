@@ -23,14 +23,7 @@ import Testing
             let alive = try await LiveDevice.connect(port: port, token: try await client.accessToken(identity: "bob", deviceID: "alive", key: key))
 
             // A client that completes the upgrade and then never answers anything, not even pings.
-            let received = Received()
-            let silent = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .channelInitializer { channel in channel.pipeline.addHandler(received) }
-                .connect(host: "127.0.0.1", port: port).get()
-            let upgrade =
-                "GET /v1/connect?access_token=\(token) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-            try await silent.writeAndFlush(ByteBuffer(string: upgrade)).get()
+            let (silent, received) = try await RawConnection.open(port: port, token: token)
 
             // Gone within two ping intervals (plus slack for a loaded machine).
             let closed = Task { try await silent.closeFuture.get() }
@@ -59,6 +52,52 @@ import Testing
             #expect(try await alive.nextEvent().callId == call.id)
             await alive.close()
         }
+    }
+
+    @Test func aTalkingDeviceIsNeverPinged() async throws {
+        var server = try await TestServer.make(start: Date())
+        server.configuration.livePingInterval = .seconds(2)
+        let configured = server
+        try await configured.withClient(.live) { client in
+            let port = try #require(client.port)
+            let key = try await client.createAccount("acme", admin: configured.adminToken).apiKey
+            let token = try await client.accessToken(identity: "bob", deviceID: "chatty", key: key)
+            // It never answers pings, but sends an application ping every 300 ms, well inside the interval.
+            let (chatty, received) = try await RawConnection.open(port: port, token: token)
+            for _ in 0..<16 {
+                try await chatty.writeAndFlush(RawConnection.maskedText(#"{"type":"ping"}"#)).get()
+                try await Task.sleep(for: .milliseconds(300))
+            }
+            // 4.8 s is past the two intervals that drop a quiet device.
+            #expect(chatty.isActive, "the server dropped a device that was talking")
+            let bytes = received.bytes
+            #expect(!bytes.contains(0x89), "a device that talks was pinged")
+            #expect(String(decoding: bytes, as: UTF8.self).contains(#""type":"pong""#), "the application pings got no pong")
+            try await chatty.close()
+        }
+    }
+}
+
+/// A WebSocket client made of bytes, for what a well-behaved client library would hide.
+private enum RawConnection {
+    /// Opens `/v1/connect` and sends the upgrade; everything received lands in the returned handler.
+    static func open(port: Int, token: String) async throws -> (any Channel, Received) {
+        let received = Received()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in channel.pipeline.addHandler(received) }
+            .connect(host: "127.0.0.1", port: port).get()
+        let upgrade =
+            "GET /v1/connect?access_token=\(token) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        try await channel.writeAndFlush(ByteBuffer(string: upgrade)).get()
+        return (channel, received)
+    }
+
+    /// A short text frame as a client must send it: masked (with a zero key, which leaves the bytes as they are).
+    static func maskedText(_ text: String) -> ByteBuffer {
+        var frame = ByteBuffer(bytes: [0x81, 0x80 | UInt8(text.utf8.count), 0, 0, 0, 0])
+        frame.writeString(text)
+        return frame
     }
 }
 
