@@ -1,16 +1,19 @@
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOWebSocket
 import RingRelayCore
 
-/// Keeps a live connection honest with one event-loop timer.
+/// Keeps a live connection honest without a timer or a task of its own.
 ///
 /// Any frame from the device shows it is still there. A connection quiet for one interval gets a
-/// ping; one still quiet a second interval later is closed, so a dead device is dropped within two
+/// ping; one still quiet at two intervals is closed, so a dead device is dropped within two
 /// intervals. Pongs stop here: they only prove the device is alive, so the connection's tasks are
 /// never woken for them, and a device that talks (acks, commands) is never pinged at all.
 ///
-/// This replaces hummingbird-websocket's auto-ping, which keeps a sleeping Swift task per
-/// connection and wakes it, hops to the event loop and back for every ping and pong.
+/// Each event loop's connections are looked at by one ``KeepAliveSweeper``. This replaces
+/// hummingbird-websocket's auto-ping, a sleeping Swift task per connection that hopped to the
+/// event loop and back for every ping; per-connection NIO timers were tried too, and their heap
+/// of 20,000 scheduled tasks cost more than the pings.
 final class LiveKeepAliveHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = WebSocketFrame
     typealias InboundOut = WebSocketFrame
@@ -18,7 +21,11 @@ final class LiveKeepAliveHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private let interval: TimeAmount
     private var lastRead = NIODeadline.now()
-    private var timer: Scheduled<Void>?
+    private var pinged = false
+    private var context: ChannelHandlerContext?
+    private var sweeper: KeepAliveSweeper?
+    /// Where the sweeper keeps this handler, for constant-time removal.
+    fileprivate var slot = -1
 
     init(interval: TimeAmount) {
         self.interval = interval
@@ -35,8 +42,12 @@ final class LiveKeepAliveHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
         lastRead = .now()
-        if context.channel.isActive { schedule(context, at: lastRead + interval) }
+        self.context = context
+        let sweeper = KeepAliveSweeper.on(context.eventLoop)
+        sweeper.add(self)
+        self.sweeper = sweeper
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -50,34 +61,91 @@ final class LiveKeepAliveHandler: ChannelInboundHandler, RemovableChannelHandler
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         lastRead = .now()
+        pinged = false
         guard unwrapInboundIn(data).opcode != .pong else { return }
         context.fireChannelRead(data)
     }
 
-    private func check(_ context: ChannelHandlerContext) {
-        timer = nil
-        let quiet = NIODeadline.now() - lastRead
-        if quiet >= interval + interval {
+    /// Pings or closes the connection if it has been quiet too long. Run by the sweeper, which
+    /// passes its tick so that a dead connection is closed by two intervals, not a tick after.
+    fileprivate func sweep(now: NIODeadline, tick: TimeAmount) {
+        guard let context else { return }
+        let quiet = now - lastRead
+        if quiet + tick >= interval + interval {
+            stop()
             context.close(promise: nil)
-        } else if quiet >= interval {
+        } else if quiet >= interval, !pinged {
+            pinged = true
             let ping = WebSocketFrame(fin: true, opcode: .ping, data: context.channel.allocator.buffer(capacity: 0))
             context.writeAndFlush(wrapOutboundOut(ping), promise: nil)
-            schedule(context, at: lastRead + interval + interval)
-        } else {
-            schedule(context, at: lastRead + interval)
-        }
-    }
-
-    private func schedule(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
-        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(deadline: deadline) {
-            let (handler, context) = bound.value
-            handler.check(context)
         }
     }
 
     private func stop() {
-        timer?.cancel()
-        timer = nil
+        sweeper?.remove(self)
+        sweeper = nil
+        context = nil
+    }
+}
+
+/// Walks one event loop's live connections a few times a second, while it has any.
+///
+/// Confined to its event loop: only handlers on that loop add and remove themselves, and the sweep
+/// runs there. The registry of sweepers is the only state shared between loops.
+final class KeepAliveSweeper: @unchecked Sendable {
+    /// How often connections are looked at; pings go out at most this late.
+    static let tick = TimeAmount.milliseconds(250)
+
+    private static let sweepers = NIOLockedValueBox<[ObjectIdentifier: KeepAliveSweeper]>([:])
+
+    private let eventLoop: any EventLoop
+    private var handlers: [LiveKeepAliveHandler] = []
+    private var task: RepeatedTask?
+
+    private init(eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    /// The sweeper of `eventLoop` (which it keeps alive, so its identifier is never reused).
+    static func on(_ eventLoop: any EventLoop) -> KeepAliveSweeper {
+        sweepers.withLockedValue { sweepers in
+            if let sweeper = sweepers[ObjectIdentifier(eventLoop)] { return sweeper }
+            let sweeper = KeepAliveSweeper(eventLoop: eventLoop)
+            sweepers[ObjectIdentifier(eventLoop)] = sweeper
+            return sweeper
+        }
+    }
+
+    fileprivate func add(_ handler: LiveKeepAliveHandler) {
+        eventLoop.assertInEventLoop()
+        handler.slot = handlers.count
+        handlers.append(handler)
+        if task == nil {
+            task = eventLoop.scheduleRepeatedTask(initialDelay: Self.tick, delay: Self.tick) { [self] _ in sweep() }
+        }
+    }
+
+    fileprivate func remove(_ handler: LiveKeepAliveHandler) {
+        eventLoop.assertInEventLoop()
+        let slot = handler.slot
+        guard slot >= 0 else { return }
+        let last = handlers.removeLast()
+        if slot < handlers.count {
+            handlers[slot] = last
+            last.slot = slot
+        }
+        handler.slot = -1
+        if handlers.isEmpty {
+            task?.cancel()
+            task = nil
+        }
+    }
+
+    private func sweep() {
+        let now = NIODeadline.now()
+        // Iterates a snapshot: a ping that fails, or a close, removes handlers as it goes.
+        for handler in handlers {
+            handler.sweep(now: now, tick: Self.tick)
+        }
     }
 }
