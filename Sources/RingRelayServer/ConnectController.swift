@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import NIOCore
 import NIOWebSocket
 import RingRelayCore
 import RingRelayWire
@@ -38,36 +39,59 @@ struct ConnectController {
         } onUpgrade: { inbound, outbound, context in
             guard case .device(let accountID, let identity, let deviceID) = context.requestContext.principal else { return }
             let key = DeviceKey(accountID: accountID, identity: identity, deviceID: deviceID)
-            try await LiveKeepAliveHandler.install(on: context.requestContext.channel, interval: pingInterval)
-            try await serve(key, lastEventID: context.request.uri.queryParameters["lastEventId"].map(String.init), inbound: inbound, outbound: outbound, logger: context.logger)
+            let channel = context.requestContext.channel
+            try await attachHandlers(to: channel, for: key)
+            try await serve(
+                key, lastEventID: context.request.uri.queryParameters["lastEventId"].map(String.init), channel: channel, inbound: inbound,
+                outbound: outbound)
         }
     }
 
+    /// Puts the keep-alive and the ack handler on an upgraded connection, behind the frame decoder
+    /// (so they see whole frames) and the encoder (so their writes are framed).
+    private func attachHandlers(to channel: any Channel, for key: DeviceKey) async throws {
+        let interval = TimeAmount.nanoseconds(pingInterval.nanoseconds)
+        let hub = hub
+        try await channel.eventLoop.submit {
+            let pipeline = channel.pipeline.syncOperations
+            let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
+            let keepAlive = LiveKeepAliveHandler(interval: interval)
+            try pipeline.addHandler(keepAlive, position: .after(decoder))
+            try pipeline.addHandler(LiveAckHandler(hub: hub, key: key), position: .after(keepAlive))
+        }.get()
+    }
+
     private func serve(
-        _ key: DeviceKey, lastEventID: String?, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, logger: Logger
+        _ key: DeviceKey, lastEventID: String?, channel: any Channel, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter
     ) async throws {
-        let (frames, continuation) = AsyncStream.makeStream(of: LiveHub.Outbound.self)
-        let registration = hub.connect(key, lastEventID: lastEventID, outbound: continuation)
+        // Frames go straight to the channel, in the order the hub hands them over; only a close
+        // (rare: the device connected again) goes through the WebSocket library's close handshake.
+        let (closes, closer) = AsyncStream.makeStream(of: (code: UInt16, reason: String).self)
+        let sink = LiveHub.Sink(
+            send: { text in
+                // Always queued on the loop, even from it, so frames keep the hub's order.
+                channel.eventLoop.execute {
+                    channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: text)), promise: nil)
+                }
+            },
+            close: { code, reason in
+                closer.yield((code, reason))
+                closer.finish()
+            })
+        let registration = hub.connect(key, lastEventID: lastEventID, sink: sink)
         metrics.recordLiveConnections(hub.connectionCount)
         defer {
-            continuation.finish()
+            closer.finish()
             hub.disconnect(registration)
             metrics.recordLiveConnections(hub.connectionCount)
         }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            // Writer: frames the hub queued for this connection, in order.
             group.addTask {
-                for await frame in frames {
-                    switch frame {
-                    case .text(let text):
-                        try await outbound.write(.text(text))
-                    case .close(let code, let reason):
-                        try await outbound.close(.unknown(code), reason: reason)
-                        return
-                    }
+                for await close in closes {
+                    try await outbound.close(.unknown(close.code), reason: close.reason)
                 }
             }
-            // Reader: the device's frames, one at a time.
+            // The device's frames other than acks (which LiveAckHandler takes), one at a time.
             group.addTask {
                 for try await message in inbound.messages(maxSize: Self.maxFrameBytes) {
                     guard case .text(let text) = message else {
@@ -86,7 +110,7 @@ struct ConnectController {
     private func handle(_ text: String, from registration: LiveHub.Registration) async {
         let frame: DeviceFrame
         do {
-            frame = try JSONDecoder.ringRelay.decode(DeviceFrame.self, from: Data(text.utf8))
+            frame = try DeviceFrame(fastParsing: text.utf8) ?? JSONDecoder.ringRelay.decode(DeviceFrame.self, from: Data(text.utf8))
         } catch let error as DeviceFrameError {
             hub.reply(.error(.init(code: error.code, message: error.message), callId: nil), to: registration)
             return

@@ -20,14 +20,15 @@ struct DeviceKey: Sendable, Hashable {
 /// - A ring can wait for its ack: that is how the engine decides to fall back to push.
 ///
 /// All state sits behind one lock; no method awaits while holding it, and frames are handed to each
-/// connection's writer through an `AsyncStream`, so the order a device sees is the order of its ids.
+/// connection's ``Sink`` under it, so the order a device sees is the order of its ids.
 final class LiveHub: Sendable {
-    /// What a connection's writer task is asked to do.
-    enum Outbound: Sendable, Equatable {
-        /// Send one text frame.
-        case text(String)
-        /// Close the connection with a WebSocket close code and reason.
-        case close(code: UInt16, reason: String)
+    /// Where one connection's frames go. Called while the hub holds its lock, so both only hand the
+    /// frame on, in order.
+    struct Sink: Sendable {
+        /// Sends one text frame.
+        var send: @Sendable (String) -> Void
+        /// Closes the connection with a WebSocket close code and reason.
+        var close: @Sendable (_ code: UInt16, _ reason: String) -> Void
     }
 
     /// The WebSocket close code for a connection replaced by a newer one of the same device.
@@ -44,7 +45,7 @@ final class LiveHub: Sendable {
 
     private struct Connection {
         var id: UInt64
-        var outbound: AsyncStream<Outbound>.Continuation
+        var sink: Sink
     }
 
     private enum AckWait {
@@ -94,16 +95,15 @@ final class LiveHub: Sendable {
 
     /// Registers a device's new connection: closes the one it replaces, sends the `ready` frame,
     /// then every event the device has not acknowledged (after `lastEventID`, when it names one still kept).
-    func connect(_ key: DeviceKey, lastEventID: String?, outbound: AsyncStream<Outbound>.Continuation) -> Registration {
+    func connect(_ key: DeviceKey, lastEventID: String?, sink: Sink) -> Registration {
         let now = clock.now
         return state.withLock { state in
             state.nextConnectionID += 1
             let id = state.nextConnectionID
             if let old = state.connections[key] {
-                old.outbound.yield(.close(code: Self.replacedCloseCode, reason: "replaced by a newer connection of this device"))
-                old.outbound.finish()
+                old.sink.close(Self.replacedCloseCode, "replaced by a newer connection of this device")
             }
-            state.connections[key] = Connection(id: id, outbound: outbound)
+            state.connections[key] = Connection(id: id, sink: sink)
             state.devicesByIdentity[IdentityKey(accountID: key.accountID, identity: key.identity), default: []].insert(key.deviceID)
             var outbox = (state.outboxes[key] ?? []).filter { $0.expiresAt > now }
             // Everything up to the last event the device saw counts as seen.
@@ -112,8 +112,8 @@ final class LiveHub: Sendable {
             }
             state.outboxes[key] = outbox.isEmpty ? nil : outbox
             let ready = LiveReady(identity: key.identity, deviceId: key.deviceID, replayed: outbox.count)
-            outbound.yield(.text(encode(.ready(ready))))
-            for pending in outbox { outbound.yield(.text(pending.text)) }
+            sink.send(encode(.ready(ready)))
+            for pending in outbox { sink.send(pending.text) }
             return Registration(key: key, connectionID: id, replayed: outbox.count)
         }
     }
@@ -144,7 +144,7 @@ final class LiveHub: Sendable {
         let text = encode(frame)
         state.withLock { state in
             guard let connection = state.connections[registration.key], connection.id == registration.connectionID else { return }
-            connection.outbound.yield(.text(text))
+            connection.sink.send(text)
         }
     }
 
@@ -166,7 +166,7 @@ final class LiveHub: Sendable {
             guard let connection = state.connections[key] else { return nil }
             state.ackWaits[eventID] = .pending
             enqueue(pending, for: key, in: &state)
-            connection.outbound.yield(.text(text))
+            connection.sink.send(text)
             return eventID
         }
     }
@@ -254,7 +254,7 @@ final class LiveHub: Sendable {
                         sentAt: now, reason: planned.reason)
                     let text = encode(.event(event))
                     enqueue(Pending(eventID: eventID, callID: call.id, text: text, isRing: false, expiresAt: expiresAt), for: key, in: &state)
-                    state.connections[key]?.outbound.yield(.text(text))
+                    state.connections[key]?.sink.send(text)
                 }
             }
             if final { state.callDevices[call.id] = nil }
@@ -283,8 +283,9 @@ final class LiveHub: Sendable {
     }
 
     private func encode(_ frame: ServerFrame) -> String {
-        // Encoding our own value types cannot fail.
-        String(decoding: (try? encoder.encode(frame)) ?? Data(), as: UTF8.self)
+        // Events, the frames of every call, are written by hand; encoding our own value types cannot fail.
+        if case .event(let event) = frame { return event.jsonText }
+        return String(decoding: (try? encoder.encode(frame)) ?? Data(), as: UTF8.self)
     }
 
     /// Inserts `"payload":<raw bytes>` into an encoded event object, so a provider's payload reaches

@@ -1,7 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import RingRelayWire
 import NIOWebSocket
-import RingRelayCore
 
 /// Keeps a live connection honest without a timer or a task of its own.
 ///
@@ -29,16 +29,6 @@ final class LiveKeepAliveHandler: ChannelInboundHandler, RemovableChannelHandler
 
     init(interval: TimeAmount) {
         self.interval = interval
-    }
-
-    /// Adds the handler to an upgraded WebSocket channel, where it sees decoded frames and its
-    /// pings pass through the frame encoder.
-    static func install(on channel: any Channel, interval: Duration) async throws {
-        let amount = TimeAmount.nanoseconds(interval.nanoseconds)
-        try await channel.eventLoop.submit {
-            let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
-            try channel.pipeline.syncOperations.addHandler(LiveKeepAliveHandler(interval: amount), position: .after(decoder))
-        }.get()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -85,6 +75,38 @@ final class LiveKeepAliveHandler: ChannelInboundHandler, RemovableChannelHandler
         sweeper?.remove(self)
         sweeper = nil
         context = nil
+    }
+}
+
+/// Takes a device's acks off the event loop, so a connection's tasks wake only for its commands.
+///
+/// An unfragmented text frame that the fast parser reads as an `ack` is handled here; every other
+/// frame goes on to ``ConnectController``, which answers it (and words any error).
+final class LiveAckHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias InboundOut = WebSocketFrame
+
+    private let hub: LiveHub
+    private let key: DeviceKey
+
+    init(hub: LiveHub, key: DeviceKey) {
+        self.hub = hub
+        self.key = key
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        if frame.fin, frame.opcode == .text, !frame.rsv1, !frame.rsv2, !frame.rsv3, let eventID = Self.ackedEventID(in: frame.unmaskedData) {
+            hub.ack(eventID, from: key)
+            return
+        }
+        context.fireChannelRead(data)
+    }
+
+    /// The event id of an `ack` frame; `nil` for any other frame.
+    static func ackedEventID(in payload: ByteBuffer) -> String? {
+        guard case .ack(let eventID) = DeviceFrame(fastParsing: payload.readableBytesView) else { return nil }
+        return eventID
     }
 }
 

@@ -1,0 +1,247 @@
+import Foundation
+
+// Hand-written coding for the frames of every live call: each call sends events and reads acks
+// and commands, and Foundation's JSONEncoder and JSONDecoder cost tens of microseconds per frame.
+// Both paths give exactly what the Codable conformances give (tests compare them byte for byte);
+// anything unusual goes to the Codable path, which also words the errors.
+
+extension DeviceFrame {
+    /// Reads a device frame written the usual way: one flat JSON object of string members without
+    /// escapes. `nil` means "not recognised here", never "invalid": decode it with `JSONDecoder`
+    /// then, which accepts every valid frame and explains the invalid ones.
+    public init?(fastParsing bytes: some Collection<UInt8>) {
+        let parsed = bytes.withContiguousStorageIfAvailable(Self.parseFlatObject) ?? Array(bytes).withUnsafeBufferPointer(Self.parseFlatObject)
+        guard let members = parsed, let type = members["type"] else { return nil }
+        func callId() -> String? { members["callId"] }
+        switch type {
+        case "ack":
+            guard let eventId = members["eventId"] else { return nil }
+            self = .ack(eventId: eventId)
+        case "accept":
+            guard let id = callId() else { return nil }
+            self = .accept(callId: id)
+        case "reject":
+            guard let id = callId() else { return nil }
+            self = .reject(callId: id)
+        case "cancel":
+            guard let id = callId() else { return nil }
+            self = .cancel(callId: id)
+        case "end":
+            guard let id = callId() else { return nil }
+            self = .end(callId: id)
+        case "ping": self = .ping
+        default: return nil
+        }
+    }
+
+    /// `{"key":"value",…}` with only the frame's own keys, each once, and plain string values.
+    private static func parseFlatObject(_ bytes: UnsafeBufferPointer<UInt8>) -> [String: String]? {
+        var index = 0
+        func skipSpace() {
+            while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 { index += 1 }
+        }
+        /// A string without escapes or control characters, as valid UTF-8.
+        func string() -> String? {
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            index += 1
+            let start = index
+            while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                guard bytes[index] >= 0x20, bytes[index] != UInt8(ascii: "\\") else { return nil }
+                index += 1
+            }
+            guard index < bytes.count else { return nil }
+            defer { index += 1 }
+            return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        }
+        var members: [String: String] = [:]
+        skipSpace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return nil }
+        index += 1
+        skipSpace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+        } else {
+            while true {
+                skipSpace()
+                guard let key = string(), ["type", "eventId", "callId"].contains(key), members[key] == nil else { return nil }
+                skipSpace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+                index += 1
+                skipSpace()
+                guard let value = string() else { return nil }
+                members[key] = value
+                skipSpace()
+                guard index < bytes.count else { return nil }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                } else if bytes[index] == UInt8(ascii: "}") {
+                    index += 1
+                    break
+                } else {
+                    return nil
+                }
+            }
+        }
+        skipSpace()
+        return index == bytes.count ? members : nil
+    }
+}
+
+extension CallEvent {
+    /// The event as `JSONEncoder.ringRelay` writes it (sorted keys, RFC 3339 dates, slashes as they
+    /// are), without going through `Encoder`.
+    public var jsonText: String {
+        // Events carry calls without deliveries; anything else takes the Codable path.
+        guard call.deliveries == nil else { return String(decoding: (try? JSONEncoder.ringRelay.encode(self)) ?? Data(), as: UTF8.self) }
+        var out = JSONText(capacity: 512)
+        out.object { members in
+            members.member("call") { $0.callResource(call) }
+            members.member("callId") { $0.string(callId) }
+            if let calleeBusy { members.member("calleeBusy") { $0.raw(calleeBusy ? "true" : "false") } }
+            members.member("eventId") { $0.string(eventId) }
+            if let payload { members.member("payload") { $0.value(payload) } }
+            if let provider { members.member("provider") { $0.string(provider) } }
+            if let reason { members.member("reason") { $0.string(reason) } }
+            members.member("sentAt") { $0.date(sentAt) }
+            members.member("type") { $0.string(type.rawValue) }
+        }
+        return out.text
+    }
+}
+
+/// A JSON writer for the few shapes above.
+struct JSONText {
+    private(set) var text = ""
+
+    init(capacity: Int = 0) {
+        text.reserveCapacity(capacity)
+    }
+
+    mutating func raw(_ fragment: String) {
+        text += fragment
+    }
+
+    struct Members {
+        fileprivate var out: JSONText
+        fileprivate var first = true
+
+        mutating func member(_ key: String, _ value: (inout JSONText) -> Void) {
+            if !first { out.text += "," }
+            first = false
+            out.string(key)
+            out.text += ":"
+            value(&out)
+        }
+    }
+
+    mutating func object(_ body: (inout Members) -> Void) {
+        // The text moves into the member writer and back, so it is never copied.
+        var members = Members(out: self)
+        self = JSONText()
+        members.out.text += "{"
+        body(&members)
+        members.out.text += "}"
+        self = members.out
+    }
+
+    mutating func string(_ value: String) {
+        text += "\""
+        var plainStart = value.utf8.startIndex
+        var index = plainStart
+        let utf8 = value.utf8
+        while index < utf8.endIndex {
+            let byte = utf8[index]
+            let escape: String?
+            switch byte {
+            case UInt8(ascii: "\""): escape = "\\\""
+            case UInt8(ascii: "\\"): escape = "\\\\"
+            case 0x08: escape = "\\b"
+            case 0x0C: escape = "\\f"
+            case 0x0A: escape = "\\n"
+            case 0x0D: escape = "\\r"
+            case 0x09: escape = "\\t"
+            case 0..<0x20: escape = "\\u00" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16)
+            default: escape = nil
+            }
+            if let escape {
+                text += Substring(utf8[plainStart..<index])
+                text += escape
+                plainStart = utf8.index(after: index)
+            }
+            index = utf8.index(after: index)
+        }
+        text += Substring(utf8[plainStart..<utf8.endIndex])
+        text += "\""
+    }
+
+    /// `yyyy-MM-ddTHH:mm:ssZ` in UTC, whole seconds, as `.iso8601` writes it.
+    mutating func date(_ date: Date) {
+        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = seconds - days * 86_400
+        // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthIndex = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
+        let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let yearText = String(year)
+        text += "\"" + String(repeating: "0", count: max(0, 4 - yearText.count)) + yearText + "-" + two(month) + "-" + two(day)
+        text += "T" + two(secondOfDay / 3600) + ":" + two(secondOfDay / 60 % 60) + ":" + two(secondOfDay % 60) + "Z\""
+    }
+
+    mutating func value(_ value: JSONValue) {
+        switch value {
+        case .null: text += "null"
+        case .bool(let flag): text += flag ? "true" : "false"
+        case .number(let number): self.number(number)
+        case .string(let string): self.string(string)
+        case .array(let elements):
+            text += "["
+            for (offset, element) in elements.enumerated() {
+                if offset > 0 { text += "," }
+                self.value(element)
+            }
+            text += "]"
+        case .object(let members):
+            object { writer in
+                for key in members.keys.sorted() {
+                    writer.member(key) { $0.value(members[key]!) }
+                }
+            }
+        }
+    }
+
+    /// As `JSONEncoder` writes a `Double`: its shortest form, without a trailing `.0`.
+    private mutating func number(_ number: Double) {
+        var description = number.description
+        if description.hasSuffix(".0") { description.removeLast(2) }
+        text += description
+    }
+
+    mutating func callResource(_ call: CallResource) {
+        object { members in
+            if let answeredAt = call.answeredAt { members.member("answeredAt") { $0.date(answeredAt) } }
+            if let answeredBy = call.answeredBy { members.member("answeredBy") { $0.string(answeredBy) } }
+            members.member("createdAt") { $0.date(call.createdAt) }
+            if let displayName = call.displayName { members.member("displayName") { $0.string(displayName) } }
+            if let endReason = call.endReason { members.member("endReason") { $0.string(endReason) } }
+            if let endedAt = call.endedAt { members.member("endedAt") { $0.date(endedAt) } }
+            if let endedBy = call.endedBy { members.member("endedBy") { $0.string(endedBy) } }
+            if let from = call.from { members.member("from") { $0.string(from) } }
+            members.member("id") { $0.string(call.id) }
+            members.member("media") { $0.string(call.media) }
+            if let metadata = call.metadata { members.member("metadata") { $0.value(metadata) } }
+            members.member("ringEndsAt") { $0.date(call.ringEndsAt) }
+            members.member("source") { $0.string(call.source) }
+            members.member("state") { $0.string(call.state) }
+            members.member("to") { $0.string(call.to) }
+            members.member("updatedAt") { $0.date(call.updatedAt) }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import Foundation
+import RingRelayWire
+import Testing
+
+/// The hand-written live frame coding agrees with the Codable conformances it stands in for.
+@Suite("Live frame coding")
+struct LiveFrameCodingTests {
+    @Test("Events are written byte for byte as JSONEncoder writes them")
+    func eventsMatchJSONEncoder() throws {
+        var random = SeededGenerator(seed: 0xE7E27)
+        let encoder = JSONEncoder.ringRelay
+        for index in 0..<2_000 {
+            let event = Self.randomEvent(using: &random)
+            let expected = String(decoding: try encoder.encode(event), as: UTF8.self)
+            #expect(event.jsonText == expected, "case \(index)")
+            if event.jsonText != expected { break }
+        }
+    }
+
+    @Test("A call with deliveries still encodes as Codable does")
+    func deliveriesFallBack() throws {
+        var random = SeededGenerator(seed: 0xDE11)
+        var event = Self.randomEvent(using: &random)
+        event.call.deliveries = []
+        #expect(event.jsonText == String(decoding: try JSONEncoder.ringRelay.encode(event), as: UTF8.self))
+    }
+
+    @Test("Device frames: what the fast parser reads, JSONDecoder reads the same; the usual frames are read")
+    func deviceFramesMatchJSONDecoder() throws {
+        var random = SeededGenerator(seed: 0xF4A5E)
+        let decoder = JSONDecoder.ringRelay
+        var recognised = 0
+        for index in 0..<4_000 {
+            let frame = Self.randomDeviceFrame(using: &random)
+            let canonical = Array(try JSONEncoder.ringRelay.encode(frame))
+            let canonicalParse = DeviceFrame(fastParsing: canonical)
+            let plainIDs = Self.isPlain(frame)
+            #expect(!plainIDs || canonicalParse == frame, "case \(index): \(String(decoding: canonical, as: UTF8.self))")
+            let bytes = Self.mutate(canonical, using: &random)
+            guard let fast = DeviceFrame(fastParsing: bytes) else { continue }
+            recognised += 1
+            let slow = try? decoder.decode(DeviceFrame.self, from: Data(bytes))
+            #expect(fast == slow, "case \(index): \(String(decoding: bytes, as: UTF8.self))")
+        }
+        #expect(recognised > 400, "the fast parser should read most plain frames")
+    }
+
+    @Test("Hand-picked device frames")
+    func handPicked() {
+        #expect(DeviceFrame(fastParsing: Array(#" { "eventId" : "evt_1" ,"type":"ack" } "#.utf8)) == .ack(eventId: "evt_1"))
+        #expect(DeviceFrame(fastParsing: Array(#"{"type":"ping"}"#.utf8)) == .ping)
+        #expect(DeviceFrame(fastParsing: Array(#"{"type":"reject","callId":"call_é"}"#.utf8)) == .reject(callId: "call_é"))
+        // Left to JSONDecoder: escapes, unknown or repeated keys, missing members, other value types, trailing bytes.
+        for text in [
+            #"{"type":"ack","eventId":"evt\u005f1"}"#, #"{"type":"ack","eventId":"e","x":"y"}"#, #"{"type":"ack","type":"ack","eventId":"e"}"#,
+            #"{"type":"ack"}"#, #"{"type":"accept","callId":1}"#, #"{"type":"ping"}x"#, #"{"type":"ping""#, "", "{}", #"{"type":"hello"}"#,
+        ] {
+            #expect(DeviceFrame(fastParsing: Array(text.utf8)) == nil, "\(text)")
+        }
+    }
+
+    // MARK: Generators
+
+    private static func isPlain(_ frame: DeviceFrame) -> Bool {
+        let id: String? =
+            switch frame {
+            case .ack(let eventId): eventId
+            case .accept(let id), .reject(let id), .cancel(let id), .end(let id): id
+            case .ping: nil
+            }
+        return id.map { !$0.utf8.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") } } ?? true
+    }
+
+    private static func randomDeviceFrame(using random: inout SeededGenerator) -> DeviceFrame {
+        let id = randomString(using: &random)
+        switch Int.random(in: 0..<6, using: &random) {
+        case 0: return .ack(eventId: id)
+        case 1: return .accept(callId: id)
+        case 2: return .reject(callId: id)
+        case 3: return .cancel(callId: id)
+        case 4: return .end(callId: id)
+        default: return .ping
+        }
+    }
+
+    /// Whitespace, a dropped or changed byte, a cut, an extra member — or nothing.
+    private static func mutate(_ bytes: [UInt8], using random: inout SeededGenerator) -> [UInt8] {
+        var bytes = bytes
+        guard !bytes.isEmpty else { return bytes }
+        switch Int.random(in: 0..<7, using: &random) {
+        case 0: bytes.insert([0x20, 0x0A, 0x09, 0x0D].randomElement(using: &random)!, at: Int.random(in: 0...bytes.count, using: &random))
+        case 1: bytes.remove(at: Int.random(in: 0..<bytes.count, using: &random))
+        case 2: bytes[Int.random(in: 0..<bytes.count, using: &random)] = UInt8.random(in: 0...255, using: &random)
+        case 3: bytes.removeLast(Int.random(in: 0..<bytes.count, using: &random))
+        case 4: bytes.insert(contentsOf: Array(#""callId":"c","#.utf8), at: 1)
+        case 5: bytes.insert(contentsOf: Array(#""eventId":"e","#.utf8), at: 1)
+        default: break
+        }
+        return bytes
+    }
+
+    private static func randomString(using random: inout SeededGenerator) -> String {
+        let alphabet: [String] = ["a", "Z", "_", "0", "9", "/", "\"", "\\", "\n", "\t", "\u{01}", "\u{1F}", "é", "€", "😀", " ", "<", "\u{7F}", "\u{2028}"]
+        let length = Int.random(in: 0..<12, using: &random)
+        return (0..<length).map { _ in alphabet.randomElement(using: &random)! }.joined()
+    }
+
+    private static func randomDate(using random: inout SeededGenerator) -> Date {
+        Date(timeIntervalSince1970: Double.random(in: -3_000_000_000...5_000_000_000, using: &random).rounded(toPlaces: Int.random(in: 0...3, using: &random)))
+    }
+
+    private static func maybe<T>(_ random: inout SeededGenerator, _ value: (inout SeededGenerator) -> T) -> T? {
+        Bool.random(using: &random) ? value(&random) : nil
+    }
+
+    private static func randomJSON(depth: Int, using random: inout SeededGenerator) -> JSONValue {
+        switch Int.random(in: 0..<(depth > 2 ? 4 : 6), using: &random) {
+        case 0: return .null
+        case 1: return .bool(Bool.random(using: &random))
+        case 2:
+            let numbers: [Double] = [
+                0, -0.0, 1, -1, 3.5, 1e-7, 123_456_789, 1e21, 1.0e300, 0.1, Double(Int.random(in: -1_000_000...1_000_000, using: &random)),
+                Double.random(in: -1e6...1e6, using: &random), 9_007_199_254_740_993,
+            ]
+            return .number(numbers.randomElement(using: &random)!)
+        case 3: return .string(randomString(using: &random))
+        case 4: return .array((0..<Int.random(in: 0..<4, using: &random)).map { _ in randomJSON(depth: depth + 1, using: &random) })
+        default:
+            var object: [String: JSONValue] = [:]
+            for _ in 0..<Int.random(in: 0..<4, using: &random) { object[randomString(using: &random)] = randomJSON(depth: depth + 1, using: &random) }
+            return .object(object)
+        }
+    }
+
+    static func randomEvent(using random: inout SeededGenerator) -> CallEvent {
+        let call = CallResource(
+            id: randomString(using: &random), source: ["native", "twilio", "webex"].randomElement(using: &random)!,
+            state: ["ringing", "accepted"].randomElement(using: &random)!, from: maybe(&random) { randomString(using: &$0) },
+            displayName: maybe(&random) { randomString(using: &$0) }, to: randomString(using: &random),
+            media: ["audio", "video"].randomElement(using: &random)!, metadata: maybe(&random) { randomJSON(depth: 0, using: &$0) },
+            createdAt: randomDate(using: &random), ringEndsAt: randomDate(using: &random), updatedAt: randomDate(using: &random),
+            answeredAt: maybe(&random) { randomDate(using: &$0) }, answeredBy: maybe(&random) { randomString(using: &$0) },
+            endedAt: maybe(&random) { randomDate(using: &$0) }, endReason: maybe(&random) { randomString(using: &$0) },
+            endedBy: maybe(&random) { randomString(using: &$0) }, deliveries: nil)
+        return CallEvent(
+            type: CallEventType.allCases.randomElement(using: &random)!, eventId: randomString(using: &random), callId: randomString(using: &random),
+            call: call, sentAt: randomDate(using: &random), reason: maybe(&random) { randomString(using: &$0) },
+            calleeBusy: maybe(&random) { Bool.random(using: &$0) }, provider: maybe(&random) { randomString(using: &$0) },
+            payload: maybe(&random) { randomJSON(depth: 0, using: &$0) })
+    }
+}
+
+extension Double {
+    fileprivate func rounded(toPlaces places: Int) -> Double {
+        let scale = pow(10, Double(places))
+        return (self * scale).rounded() / scale
+    }
+}
