@@ -225,7 +225,7 @@ extension CallResource {
     init(_ call: Call, deliveries: [Delivery]?) {
         self.init(
             id: call.id, source: call.source.rawValue, state: call.state.rawValue, from: call.caller, displayName: call.callerName,
-            to: call.callee, media: call.media.rawValue, metadata: call.metadata.flatMap { try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8)) },
+            to: call.callee, media: call.media.rawValue, metadata: call.metadata.flatMap { JSONValue(parsing: $0.utf8) ?? (try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8))) },
             createdAt: call.createdAt, ringEndsAt: call.ringDeadline, updatedAt: call.updatedAt, answeredAt: call.answeredAt,
             answeredBy: call.answeredBy, endedAt: call.endedAt, endReason: call.endReason?.rawValue, endedBy: call.endedBy,
             deliveries: deliveries?.map(DeliveryResource.init))

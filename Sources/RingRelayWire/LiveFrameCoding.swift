@@ -245,3 +245,129 @@ struct JSONText {
         }
     }
 }
+
+extension JSONValue {
+    /// Reads JSON text as `JSONDecoder` reads a `JSONValue`, without it: for call metadata, which
+    /// the store keeps as text and every event and response carries. `nil` means "not read here"
+    /// (invalid JSON, or a number, escape or duplicate key left to `JSONDecoder`), not "invalid".
+    public init?(parsing bytes: some Collection<UInt8>) {
+        guard let value = bytes.withContiguousStorageIfAvailable(Self.parseDocument) ?? Array(bytes).withUnsafeBufferPointer(Self.parseDocument)
+        else { return nil }
+        self = value
+    }
+
+    private static func parseDocument(_ bytes: UnsafeBufferPointer<UInt8>) -> JSONValue? {
+        var reader = Reader(bytes: bytes)
+        guard let value = reader.value(depth: 0) else { return nil }
+        reader.skipSpace()
+        return reader.index == bytes.count ? value : nil
+    }
+
+    private struct Reader {
+        let bytes: UnsafeBufferPointer<UInt8>
+        var index = 0
+
+        mutating func skipSpace() {
+            while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 { index += 1 }
+        }
+
+        mutating func literal(_ text: StaticString, _ value: JSONValue) -> JSONValue? {
+            let count = text.utf8CodeUnitCount
+            guard index + count <= bytes.count else { return nil }
+            for offset in 0..<count where bytes[index + offset] != text.utf8Start[offset] { return nil }
+            index += count
+            return value
+        }
+
+        mutating func value(depth: Int) -> JSONValue? {
+            skipSpace()
+            guard index < bytes.count, depth < 64 else { return nil }
+            switch bytes[index] {
+            case UInt8(ascii: "n"): return literal("null", .null)
+            case UInt8(ascii: "t"): return literal("true", .bool(true))
+            case UInt8(ascii: "f"): return literal("false", .bool(false))
+            case UInt8(ascii: "\""): return string().map(JSONValue.string)
+            case UInt8(ascii: "["):
+                index += 1
+                var elements: [JSONValue] = []
+                skipSpace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+                    index += 1
+                    return .array(elements)
+                }
+                while true {
+                    guard let element = value(depth: depth + 1) else { return nil }
+                    elements.append(element)
+                    skipSpace()
+                    guard index < bytes.count else { return nil }
+                    index += 1
+                    if bytes[index - 1] == UInt8(ascii: "]") { return .array(elements) }
+                    guard bytes[index - 1] == UInt8(ascii: ",") else { return nil }
+                }
+            case UInt8(ascii: "{"):
+                index += 1
+                var members: [String: JSONValue] = [:]
+                skipSpace()
+                if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+                    index += 1
+                    return .object(members)
+                }
+                while true {
+                    skipSpace()
+                    guard let key = string(), members[key] == nil else { return nil }
+                    skipSpace()
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+                    index += 1
+                    guard let member = value(depth: depth + 1) else { return nil }
+                    members[key] = member
+                    skipSpace()
+                    guard index < bytes.count else { return nil }
+                    index += 1
+                    if bytes[index - 1] == UInt8(ascii: "}") { return .object(members) }
+                    guard bytes[index - 1] == UInt8(ascii: ",") else { return nil }
+                }
+            default: return number()
+            }
+        }
+
+        /// A string without escapes (those go to JSONDecoder), as valid UTF-8.
+        mutating func string() -> String? {
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            index += 1
+            let start = index
+            while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                guard bytes[index] >= 0x20, bytes[index] != UInt8(ascii: "\\") else { return nil }
+                index += 1
+            }
+            guard index < bytes.count else { return nil }
+            defer { index += 1 }
+            return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        }
+
+        /// A number in JSON's grammar that a `Double` holds finitely.
+        mutating func number() -> JSONValue? {
+            let start = index
+            func digits() -> Int {
+                let first = index
+                while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") { index += 1 }
+                return index - first
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let integerStart = index
+            let integerDigits = digits()
+            guard integerDigits > 0, integerDigits == 1 || bytes[integerStart] != UInt8(ascii: "0") else { return nil }
+            if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+                index += 1
+                guard digits() > 0 else { return nil }
+            }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                index += 1
+                if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                guard digits() > 0 else { return nil }
+            }
+            guard let number = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)), number.isFinite
+            else { return nil }
+            return .number(number)
+        }
+    }
+}

@@ -59,6 +59,27 @@ struct LiveFrameCodingTests {
         }
     }
 
+    @Test("JSON values: what the fast reader reads, JSONDecoder reads the same")
+    func jsonValuesMatchJSONDecoder() throws {
+        var random = SeededGenerator(seed: 0x15_0A)
+        var recognised = 0
+        for index in 0..<3_000 {
+            let value = Self.randomJSON(depth: 0, using: &random)
+            let canonical = Array(try JSONEncoder.ringRelay.encode(value))
+            let bytes = index.isMultiple(of: 2) ? canonical : Self.mutate(canonical, using: &random)
+            guard let fast = JSONValue(parsing: bytes) else { continue }
+            recognised += 1
+            let slow = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+            #expect(fast == slow, "case \(index): \(String(decoding: bytes, as: UTF8.self))")
+        }
+        #expect(recognised > 1_000, "the fast reader should read most values")
+        #expect(JSONValue(parsing: Array(#" {"t" : 1763880000123456789, "a":[true,null,-0.5e3]} "#.utf8))
+            == .object(["t": .number(1_763_880_000_123_456_789), "a": .array([.bool(true), .null, .number(-500)])]))
+        for text in ["01", "1.", "-", "1e", "[1,]", #"{"a":1,"a":2}"#, "1e999", #""\n""#, "tru", "[", "{}x"] {
+            #expect(JSONValue(parsing: Array(text.utf8)) == nil, "\(text)")
+        }
+    }
+
     // MARK: Generators
 
     private static func isPlain(_ frame: DeviceFrame) -> Bool {
