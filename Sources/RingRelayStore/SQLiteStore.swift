@@ -16,7 +16,7 @@ import Synchronization
 /// are answered from memory (this store is its file's only writer, and drops what it holds on
 /// each write), and delivery records are written behind, many in one statement.
 public final class SQLiteStore: DataStore {
-    private let connection: SQLiteConnection
+    private let connection: SQLiteHandle
     private let mutex = AsyncMutex()
     private let bindingCache = BindingCache()
     private let keyCache = KeyCache()
@@ -29,7 +29,7 @@ public final class SQLiteStore: DataStore {
     /// The database file's path.
     public let path: String
 
-    private init(connection: SQLiteConnection, path: String, logger: Logger) {
+    private init(connection: SQLiteHandle, path: String, logger: Logger) {
         self.connection = connection
         self.path = path
         self.logger = logger
@@ -42,9 +42,9 @@ public final class SQLiteStore: DataStore {
     ///   - logger: where migrations are reported.
     /// - Throws: ``RingRelayError`` (`store_unavailable`) when the file cannot be opened or migrated.
     public static func open(path: String, logger: Logger) async throws -> SQLiteStore {
-        let connection: SQLiteConnection
+        let connection: SQLiteHandle
         do {
-            connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+            connection = try await SQLiteHandle.open(path: path)
         } catch {
             throw RingRelayError(
                 .unavailable, code: "store_unavailable",
@@ -60,6 +60,7 @@ public final class SQLiteStore: DataStore {
             _ = try await connection.query("PRAGMA foreign_keys = ON")
             _ = try await connection.query("PRAGMA busy_timeout = 5000")
             try await store.migrate()
+            try await connection.forgetStatements()
         } catch {
             try? await connection.close()
             throw RingRelayError(
@@ -93,13 +94,13 @@ public final class SQLiteStore: DataStore {
 
     // MARK: - Plumbing
 
-    private func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+    private func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteResultRow] {
         try await locked { connection in try await connection.query(sql, binds) }
     }
 
     /// Runs `body` with the connection while holding the lock: for a statement whose effect on
     /// what the store keeps in memory must be applied in the same order as in the file.
-    private func locked<T: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> T) async throws -> T {
+    private func locked<T: Sendable>(_ body: @Sendable (SQLiteHandle) async throws -> T) async throws -> T {
         try await mutex.withLock { [connection] in
             try self.checkOpen()
             return try await body(connection)
@@ -107,7 +108,7 @@ public final class SQLiteStore: DataStore {
     }
 
     /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on error.
-    private func transaction<T: Sendable>(_ body: @Sendable (SQLiteConnection) async throws -> T) async throws -> T {
+    private func transaction<T: Sendable>(_ body: @Sendable (SQLiteHandle) async throws -> T) async throws -> T {
         try await locked { connection in
             _ = try await connection.query("BEGIN IMMEDIATE")
             do {
@@ -170,7 +171,7 @@ extension SQLiteStore {
                     [.text(account.id), .text(account.name), .integer(account.createdAt.millis)])
                 _ = try await connection.query(Self.insertKeySQL, Self.keyBinds(firstKey))
             }
-        } catch let error as SQLiteError where error.reason == .constraintUniqueFailed || error.reason == .constraint {
+        } catch let error as SQLiteStatementError where error.isConstraint {
             throw RingRelayError(
                 .conflict, code: "account_name_taken", "An account named '\(account.name)' already exists; pick another name.")
         }
@@ -231,7 +232,7 @@ extension SQLiteStore {
         [.text(key.id), .text(key.accountID), .text(key.secretHash), .text(key.hint), .integer(key.createdAt.millis)]
     }
 
-    private static func account(_ row: SQLiteRow) -> Account {
+    private static func account(_ row: SQLiteResultRow) -> Account {
         Account(id: row.string("id"), name: row.string("name"), createdAt: row.date("created_at"))
     }
 }
@@ -378,7 +379,7 @@ extension SQLiteStore {
         }
     }
 
-    private static func binding(_ row: SQLiteRow) throws -> Binding {
+    private static func binding(_ row: SQLiteResultRow) throws -> Binding {
         guard let type = BindingType(rawValue: row.string("type")),
             let status = BindingStatus(rawValue: row.string("status"))
         else {
@@ -424,7 +425,7 @@ extension SQLiteStore {
         ).isEmpty
     }
 
-    private static func credential(_ row: SQLiteRow) throws -> StoredCredential {
+    private static func credential(_ row: SQLiteResultRow) throws -> StoredCredential {
         let credential = try JSONDecoder().decode(Credential.self, from: Data(row.string("payload").utf8))
         return StoredCredential(credential: credential, updatedAt: row.date("updated_at"))
     }
@@ -432,7 +433,7 @@ extension SQLiteStore {
 
 // MARK: - Row helpers
 
-extension SQLiteRow {
+extension SQLiteResultRow {
     fileprivate func string(_ name: String) -> String { column(name)?.string ?? "" }
     fileprivate func optionalString(_ name: String) -> String? {
         guard let data = column(name), !data.isNull else { return nil }
@@ -547,7 +548,7 @@ extension SQLiteStore {
     ///
     /// A chunk the database refuses (its call was deleted meanwhile, say) is retried a row at a
     /// time, so one orphan does not lose its neighbours.
-    private func writeBacklog(on connection: SQLiteConnection) async {
+    private func writeBacklog(on connection: SQLiteHandle) async {
         let waiting = backlog.drain()
         var start = waiting.startIndex
         while start < waiting.endIndex {
@@ -568,7 +569,7 @@ extension SQLiteStore {
         }
     }
 
-    private static func upsert(_ deliveries: some Collection<Delivery>, on connection: SQLiteConnection) async throws {
+    private static func upsert(_ deliveries: some Collection<Delivery>, on connection: SQLiteHandle) async throws {
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         _ = try await connection.query(
             "INSERT INTO deliveries (\(deliveryColumns)) VALUES " + Array(repeating: row, count: deliveries.count).joined(separator: ", ")
@@ -650,7 +651,7 @@ extension SQLiteStore {
         ]
     }
 
-    private static func call(_ row: SQLiteRow) throws -> Call {
+    private static func call(_ row: SQLiteResultRow) throws -> Call {
         guard let source = CallSource(rawValue: row.string("source")), let state = CallState(rawValue: row.string("state")),
             let media = CallMedia(rawValue: row.string("media"))
         else {

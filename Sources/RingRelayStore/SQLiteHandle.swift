@@ -1,0 +1,201 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import SQLiteNIO
+// sqlite-nio's own SQLite build, whose C API its product does not re-export; see SQLiteHandle.
+import VaporCSQLite
+
+/// One SQLite connection that keeps its prepared statements.
+///
+/// sqlite-nio prepares every statement anew, and parsing the same few statements (the call
+/// insert, the conditional state changes, the delivery upsert) was about a tenth of the server's
+/// CPU on a ring. This handle uses the same SQLite library (sqlite-nio's vendored build, through
+/// its C module) and keeps each distinct statement prepared for the life of the connection.
+///
+/// It is not safe for concurrent use: ``SQLiteStore`` serializes every call under its mutex. The
+/// work runs on NIO's blocking-I/O thread pool, as sqlite-nio's does, so a slow statement or a WAL
+/// checkpoint never holds an event loop or one of Swift's cooperative threads.
+final class SQLiteHandle: @unchecked Sendable {
+    private var database: OpaquePointer?
+    private var statements: [String: Prepared] = [:]
+    private let pool: NIOThreadPool
+
+    /// Most statements kept; the delivery upsert has one text per batch size, up to 200.
+    private static let statementLimit = 512
+
+    private final class Prepared {
+        let statement: OpaquePointer
+        let columns: SQLiteColumns
+
+        init(statement: OpaquePointer) {
+            self.statement = statement
+            let count = sqlite_nio_sqlite3_column_count(statement)
+            var names: [String: Int] = [:]
+            for index in 0..<count {
+                let name = String(cString: sqlite_nio_sqlite3_column_name(statement, index))
+                if names[name] == nil { names[name] = Int(index) }
+            }
+            columns = SQLiteColumns(indices: names)
+        }
+    }
+
+    private init(database: OpaquePointer, pool: NIOThreadPool) {
+        self.database = database
+        self.pool = pool
+    }
+
+    deinit {
+        // ``close()`` is the way out; this only keeps a forgotten handle from leaking.
+        for prepared in statements.values { sqlite_nio_sqlite3_finalize(prepared.statement) }
+        if let database { sqlite_nio_sqlite3_close_v2(database) }
+    }
+
+    /// Opens (creating if needed) the database file at `path`.
+    static func open(path: String, pool: NIOThreadPool = .singleton) async throws -> SQLiteHandle {
+        try await pool.runIfActive {
+            var database: OpaquePointer?
+            let flags = SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+            let status = sqlite_nio_sqlite3_open_v2(path, &database, flags, nil)
+            guard status == SQLITE_OK, let database else {
+                let message = database.map { String(cString: sqlite_nio_sqlite3_errmsg($0)) } ?? "out of memory"
+                if let database { sqlite_nio_sqlite3_close_v2(database) }
+                throw SQLiteStatementError(code: status, message: message)
+            }
+            return SQLiteHandle(database: database, pool: pool)
+        }
+    }
+
+    /// Runs one statement and returns its rows.
+    func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteResultRow] {
+        try await pool.runIfActive { try self.run(sql, binds) }
+    }
+
+    /// Drops the prepared statements, whose result columns a schema change may have changed.
+    func forgetStatements() async throws {
+        try await pool.runIfActive {
+            for prepared in self.statements.values { sqlite_nio_sqlite3_finalize(prepared.statement) }
+            self.statements = [:]
+        }
+    }
+
+    /// Finalizes the statements and closes the file. Later queries fail.
+    func close() async throws {
+        try await pool.runIfActive {
+            for prepared in self.statements.values { sqlite_nio_sqlite3_finalize(prepared.statement) }
+            self.statements = [:]
+            if let database = self.database {
+                let status = sqlite_nio_sqlite3_close_v2(database)
+                self.database = nil
+                guard status == SQLITE_OK else { throw SQLiteStatementError(code: status, message: "cannot close the database") }
+            }
+        }
+    }
+
+    private func run(_ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteResultRow] {
+        guard let database else { throw SQLiteStatementError(code: SQLITE_MISUSE, message: "the database is closed") }
+        let prepared = try prepare(sql, on: database)
+        let statement = prepared.statement
+        defer {
+            sqlite_nio_sqlite3_reset(statement)
+            sqlite_nio_sqlite3_clear_bindings(statement)
+        }
+        for (offset, value) in binds.enumerated() {
+            let status = bind(value, at: Int32(offset + 1), to: statement)
+            guard status == SQLITE_OK else { throw error(status, on: database) }
+        }
+        var rows: [SQLiteResultRow] = []
+        let count = sqlite_nio_sqlite3_column_count(statement)
+        while true {
+            let status = sqlite_nio_sqlite3_step(statement)
+            if status == SQLITE_DONE { return rows }
+            guard status == SQLITE_ROW else { throw error(status, on: database) }
+            var values: [SQLiteData] = []
+            values.reserveCapacity(Int(count))
+            for index in 0..<count { values.append(Self.value(at: index, of: statement)) }
+            rows.append(SQLiteResultRow(columns: prepared.columns, values: values))
+        }
+    }
+
+    private func prepare(_ sql: String, on database: OpaquePointer) throws -> Prepared {
+        if let prepared = statements[sql] { return prepared }
+        var statement: OpaquePointer?
+        let status = sqlite_nio_sqlite3_prepare_v3(database, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard status == SQLITE_OK, let statement else { throw error(status, on: database) }
+        if statements.count >= Self.statementLimit, let evicted = statements.first {
+            sqlite_nio_sqlite3_finalize(evicted.value.statement)
+            statements[evicted.key] = nil
+        }
+        let prepared = Prepared(statement: statement)
+        statements[sql] = prepared
+        return prepared
+    }
+
+    private func bind(_ value: SQLiteData, at index: Int32, to statement: OpaquePointer) -> Int32 {
+        switch value {
+        case .integer(let integer): return sqlite_nio_sqlite3_bind_int64(statement, index, Int64(integer))
+        case .float(let double): return sqlite_nio_sqlite3_bind_double(statement, index, double)
+        case .text(let text):
+            return text.withCString { sqlite_nio_sqlite3_bind_text64(statement, index, $0, UInt64(text.utf8.count), Self.transient, UInt8(SQLITE_UTF8)) }
+        case .blob(let buffer):
+            return buffer.withUnsafeReadableBytes { bytes in
+                guard let base = bytes.baseAddress else { return sqlite_nio_sqlite3_bind_zeroblob(statement, index, 0) }
+                return sqlite_nio_sqlite3_bind_blob64(statement, index, base, UInt64(bytes.count), Self.transient)
+            }
+        case .null: return sqlite_nio_sqlite3_bind_null(statement, index)
+        }
+    }
+
+    private static func value(at index: Int32, of statement: OpaquePointer) -> SQLiteData {
+        switch sqlite_nio_sqlite3_column_type(statement, index) {
+        case SQLITE_INTEGER: return .integer(Int(sqlite_nio_sqlite3_column_int64(statement, index)))
+        case SQLITE_FLOAT: return .float(sqlite_nio_sqlite3_column_double(statement, index))
+        case SQLITE_TEXT:
+            guard let text = sqlite_nio_sqlite3_column_text(statement, index) else { return .text("") }
+            let count = Int(sqlite_nio_sqlite3_column_bytes(statement, index))
+            return .text(String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self))
+        case SQLITE_BLOB:
+            let count = Int(sqlite_nio_sqlite3_column_bytes(statement, index))
+            guard let blob = sqlite_nio_sqlite3_column_blob(statement, index), count > 0 else { return .blob(ByteBuffer()) }
+            return .blob(ByteBuffer(bytes: UnsafeRawBufferPointer(start: blob, count: count)))
+        default: return .null
+        }
+    }
+
+    private func error(_ status: Int32, on database: OpaquePointer) -> SQLiteStatementError {
+        SQLiteStatementError(code: status, message: String(cString: sqlite_nio_sqlite3_errmsg(database)))
+    }
+
+    /// SQLite's `SQLITE_TRANSIENT`: copy the bound bytes now.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+}
+
+/// A failed SQLite call: its (extended) result code and SQLite's message.
+struct SQLiteStatementError: Error, CustomStringConvertible {
+    var code: Int32
+    var message: String
+
+    /// A `UNIQUE`, `PRIMARY KEY`, `CHECK` or foreign-key constraint refused the change.
+    var isConstraint: Bool { code & 0xFF == SQLITE_CONSTRAINT }
+
+    var description: String { "SQLite error \(code): \(message)" }
+}
+
+/// Column names of a statement's result, shared by all its rows.
+final class SQLiteColumns: Sendable {
+    let indices: [String: Int]
+
+    init(indices: [String: Int]) {
+        self.indices = indices
+    }
+}
+
+/// One result row.
+struct SQLiteResultRow: Sendable {
+    let columns: SQLiteColumns
+    let values: [SQLiteData]
+
+    /// The value of the named column, `nil` when the statement has no such column.
+    func column(_ name: String) -> SQLiteData? {
+        columns.indices[name].map { values[$0] }
+    }
+}
