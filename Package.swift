@@ -54,6 +54,8 @@ let package = Package(
             name: "RingRelayStore",
             dependencies: [
                 "RingRelayCore",
+                // SQLiteNIO brings its vendored SQLite build, whose C module (VaporCSQLite)
+                // SQLiteHandle uses directly to keep prepared statements; see that file.
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -220,6 +222,7 @@ let package = Package(
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
             ],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
