@@ -166,11 +166,11 @@ struct CallService: Sendable {
     private static func metadata(_ value: JSONValue?) throws(RingRelayError) -> String? {
         guard let value else { return nil }
         guard value.objectValue != nil else { throw .invalidField("metadata", "must be a JSON object.") }
-        let encoded = (try? JSONEncoder.ringRelay.encode(value)) ?? Data()
-        guard encoded.count <= maxMetadataBytes else {
-            throw .invalidField("metadata", "must be at most \(maxMetadataBytes) bytes as JSON; it is \(encoded.count).")
+        let encoded = value.jsonText
+        guard encoded.utf8.count <= maxMetadataBytes else {
+            throw .invalidField("metadata", "must be at most \(maxMetadataBytes) bytes as JSON; it is \(encoded.utf8.count).")
         }
-        return String(decoding: encoded, as: UTF8.self)
+        return encoded
     }
 
     /// Checks sealed invites; returns the boxes by binding id.

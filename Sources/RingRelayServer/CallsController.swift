@@ -22,7 +22,8 @@ struct CallsController {
 
     func start(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<CallResource> {
         let scope = try context.requireScope()
-        let body = try await request.decodeJSON(CreateCallRequest.self, maxBytes: services.configuration.maxBodyBytes)
+        let bytes = try await request.jsonBody(maxBytes: services.configuration.maxBodyBytes)
+        let body = try CreateCallRequest(fastParsing: bytes.readableBytesView) ?? Request.decode(CreateCallRequest.self, from: Data(bytes.readableBytesView))
         if let wait = services.limiter.acquire(scope.accountID) {
             throw RingRelayError(
                 .rateLimited, code: "rate_limited", "Too many calls for this account; retry after \(Int(wait.timeInterval.rounded(.up))) s.",

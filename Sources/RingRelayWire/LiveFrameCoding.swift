@@ -371,3 +371,48 @@ extension JSONValue {
         }
     }
 }
+
+extension JSONValue {
+    /// The value as `JSONEncoder.ringRelay` writes it (sorted keys, slashes as they are).
+    public var jsonText: String {
+        var out = JSONText(capacity: 64)
+        out.value(self)
+        return out.text
+    }
+}
+
+extension CreateCallRequest {
+    /// Reads a `POST /v1/calls` body written the usual way, as its `Decodable` conformance would,
+    /// without `JSONDecoder`. `nil` means "not read here" (sealed invites, a wrong type, an unknown
+    /// field, anything unusual): decode with `JSONDecoder` then, which also words the error.
+    public init?(fastParsing bytes: some Collection<UInt8>) {
+        guard case .object(let members) = JSONValue(parsing: bytes),
+            members.keys.allSatisfy(Self.fastKeys.contains),
+            case .string(let to) = members["to"]
+        else { return nil }
+        /// An optional string member: absent or `null` is `nil`; another type is not read here.
+        func string(_ key: String) -> String?? {
+            switch members[key] {
+            case nil, .null: .some(nil)
+            case .string(let value): .some(value)
+            default: nil
+            }
+        }
+        guard let from = string("from"), let media = string("media"), let displayName = string("displayName") else { return nil }
+        var ringTimeoutSeconds: Int?
+        switch members["ringTimeoutSeconds"] {
+        case nil, .null: break
+        case .number(let number) where number.rounded() == number && abs(number) < 9_007_199_254_740_992:
+            ringTimeoutSeconds = Int(number)
+        default: return nil
+        }
+        let metadata: JSONValue? =
+            switch members["metadata"] {
+            case nil, .null: nil
+            case let value?: value
+            }
+        self.init(from: from, to: to, media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata, displayName: displayName)
+    }
+
+    private static let fastKeys: Set<String> = ["from", "to", "media", "ringTimeoutSeconds", "metadata", "displayName"]
+}

@@ -80,6 +80,40 @@ struct LiveFrameCodingTests {
         }
     }
 
+    @Test("Calls bodies: what the fast reader reads, JSONDecoder reads the same; the usual bodies are read")
+    func callBodiesMatchJSONDecoder() throws {
+        var random = SeededGenerator(seed: 0xCA11)
+        let decoder = JSONDecoder.ringRelay
+        var recognised = 0
+        for index in 0..<3_000 {
+            // Half the bodies use plain strings, as apps do; the rest any string at all.
+            let text: (inout SeededGenerator) -> String = index % 4 < 2 ? { Self.plainString(using: &$0) } : { Self.randomString(using: &$0) }
+            let body = CreateCallRequest(
+                from: Self.maybe(&random, text), to: text(&random), media: Self.maybe(&random) { ["audio", "video", text(&$0)].randomElement(using: &$0)! },
+                ringTimeoutSeconds: Self.maybe(&random) { Int.random(in: -10...1_000, using: &$0) },
+                metadata: Self.maybe(&random) { index % 4 < 2 ? .object(["t": .number(Double(Int.random(in: 0...1 << 60, using: &$0)))]) : Self.randomJSON(depth: 0, using: &$0) },
+                displayName: Self.maybe(&random, text))
+            let canonical = Array(try JSONEncoder.ringRelay.encode(body))
+            let bytes = index.isMultiple(of: 2) ? canonical : Self.mutate(canonical, using: &random)
+            guard let fast = CreateCallRequest(fastParsing: bytes) else { continue }
+            recognised += 1
+            let slow = try? decoder.decode(CreateCallRequest.self, from: Data(bytes))
+            #expect(fast == slow, "case \(index): \(String(decoding: bytes, as: UTF8.self))")
+            // What the store keeps of the metadata is what JSONEncoder would write.
+            if let metadata = fast.metadata {
+                #expect(metadata.jsonText == String(decoding: try JSONEncoder.ringRelay.encode(metadata), as: UTF8.self), "case \(index)")
+            }
+        }
+        #expect(recognised > 500, "the fast reader should read most plain bodies")
+        // Left to JSONDecoder: sealed invites, wrong types, unknown fields, a missing callee.
+        for text in [
+            #"{"to":"bob","sealed":[]}"#, #"{"to":1}"#, #"{"to":"bob","ringTimeoutSeconds":4.5}"#, #"{"to":"bob","ringTimeoutSeconds":"45"}"#,
+            #"{"to":"bob","colour":"red"}"#, #"{"from":"alice"}"#, #"{"to":null}"#, #"["to"]"#,
+        ] {
+            #expect(CreateCallRequest(fastParsing: Array(text.utf8)) == nil, "\(text)")
+        }
+    }
+
     // MARK: Generators
 
     private static func isPlain(_ frame: DeviceFrame) -> Bool {
@@ -124,6 +158,11 @@ struct LiveFrameCodingTests {
         let alphabet: [String] = ["a", "Z", "_", "0", "9", "/", "\"", "\\", "\n", "\t", "\u{01}", "\u{1F}", "é", "€", "😀", " ", "<", "\u{7F}", "\u{2028}"]
         let length = Int.random(in: 0..<12, using: &random)
         return (0..<length).map { _ in alphabet.randomElement(using: &random)! }.joined()
+    }
+
+    private static func plainString(using random: inout SeededGenerator) -> String {
+        let alphabet: [String] = ["a", "Z", "_", "0", "-", "/", " ", "é", "😀", "+"]
+        return (0..<Int.random(in: 1..<12, using: &random)).map { _ in alphabet.randomElement(using: &random)! }.joined()
     }
 
     private static func randomDate(using random: inout SeededGenerator) -> Date {
