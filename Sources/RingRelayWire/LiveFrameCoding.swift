@@ -6,12 +6,18 @@ import Foundation
 // anything unusual goes to the Codable path, which also words the errors.
 
 extension DeviceFrame {
-    /// Reads a device frame written the usual way: one flat JSON object of string members without
-    /// escapes. `nil` means "not recognised here", never "invalid": decode it with `JSONDecoder`
-    /// then, which accepts every valid frame and explains the invalid ones.
+    /// Reads a device frame written the usual way: one JSON object of the frame's own keys with
+    /// string values without escapes (read by ``JSONValue/init(parsing:)``). `nil` means "not
+    /// recognised here", never "invalid": decode it with `JSONDecoder` then, which accepts every
+    /// valid frame and explains the invalid ones.
     public init?(fastParsing bytes: some Collection<UInt8>) {
-        let parsed = bytes.withContiguousStorageIfAvailable(Self.parseFlatObject) ?? Array(bytes).withUnsafeBufferPointer(Self.parseFlatObject)
-        guard let members = parsed, let type = members["type"] else { return nil }
+        guard case .object(let object) = JSONValue(parsing: bytes), object.keys.allSatisfy(Self.fastKeys.contains) else { return nil }
+        var members: [String: String] = [:]
+        for (key, value) in object {
+            guard case .string(let string) = value else { return nil }
+            members[key] = string
+        }
+        guard let type = members["type"] else { return nil }
         func callId() -> String? { members["callId"] }
         switch type {
         case "ack":
@@ -34,57 +40,7 @@ extension DeviceFrame {
         }
     }
 
-    /// `{"key":"value",…}` with only the frame's own keys, each once, and plain string values.
-    private static func parseFlatObject(_ bytes: UnsafeBufferPointer<UInt8>) -> [String: String]? {
-        var index = 0
-        func skipSpace() {
-            while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x0A || bytes[index] == 0x0D || bytes[index] == 0x09 { index += 1 }
-        }
-        /// A string without escapes or control characters, as valid UTF-8.
-        func string() -> String? {
-            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
-            index += 1
-            let start = index
-            while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
-                guard bytes[index] >= 0x20, bytes[index] != UInt8(ascii: "\\") else { return nil }
-                index += 1
-            }
-            guard index < bytes.count else { return nil }
-            defer { index += 1 }
-            return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        }
-        var members: [String: String] = [:]
-        skipSpace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return nil }
-        index += 1
-        skipSpace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-            index += 1
-        } else {
-            while true {
-                skipSpace()
-                guard let key = string(), ["type", "eventId", "callId"].contains(key), members[key] == nil else { return nil }
-                skipSpace()
-                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
-                index += 1
-                skipSpace()
-                guard let value = string() else { return nil }
-                members[key] = value
-                skipSpace()
-                guard index < bytes.count else { return nil }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                } else if bytes[index] == UInt8(ascii: "}") {
-                    index += 1
-                    break
-                } else {
-                    return nil
-                }
-            }
-        }
-        skipSpace()
-        return index == bytes.count ? members : nil
-    }
+    private static let fastKeys: Set<String> = ["type", "eventId", "callId"]
 }
 
 extension CallEvent {
