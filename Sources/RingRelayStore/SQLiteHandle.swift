@@ -46,7 +46,7 @@ final class SQLiteHandle: @unchecked Sendable {
 
     deinit {
         // ``close()`` is the way out; this only keeps a forgotten handle from leaking.
-        for prepared in statements.values { sqlite_nio_sqlite3_finalize(prepared.statement) }
+        finalizeStatements()
         if let database { sqlite_nio_sqlite3_close_v2(database) }
     }
 
@@ -72,23 +72,24 @@ final class SQLiteHandle: @unchecked Sendable {
 
     /// Drops the prepared statements, whose result columns a schema change may have changed.
     func forgetStatements() async throws {
-        try await pool.runIfActive {
-            for prepared in self.statements.values { sqlite_nio_sqlite3_finalize(prepared.statement) }
-            self.statements = [:]
-        }
+        try await pool.runIfActive { self.finalizeStatements() }
     }
 
     /// Finalizes the statements and closes the file. Later queries fail.
     func close() async throws {
         try await pool.runIfActive {
-            for prepared in self.statements.values { sqlite_nio_sqlite3_finalize(prepared.statement) }
-            self.statements = [:]
+            self.finalizeStatements()
             if let database = self.database {
                 let status = sqlite_nio_sqlite3_close_v2(database)
                 self.database = nil
                 guard status == SQLITE_OK else { throw SQLiteStatementError(code: status, message: "cannot close the database") }
             }
         }
+    }
+
+    private func finalizeStatements() {
+        for prepared in statements.values { sqlite_nio_sqlite3_finalize(prepared.statement) }
+        statements = [:]
     }
 
     private func run(_ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteResultRow] {
