@@ -11,14 +11,21 @@ import Testing
 
 /// Server pings: a connection that stops answering is dropped, one that answers stays.
 @Suite struct LiveKeepAliveTests {
-    @Test func aSilentConnectionIsDroppedAndALiveOneStays() async throws {
+    /// A live server pinging after 2 s of quiet (long enough that an answering device's pongs are
+    /// never late on a loaded machine), its port, and an account's API key.
+    private func withLiveServer(_ body: @Sendable (any TestClientProtocol, Int, String) async throws -> Void) async throws {
         var server = try await TestServer.make(start: Date())
-        // Long enough that the answering device's pongs are never late on a loaded machine.
         server.configuration.livePingInterval = .seconds(2)
         let configured = server
         try await configured.withClient(.live) { client in
             let port = try #require(client.port)
             let key = try await client.createAccount("acme", admin: configured.adminToken).apiKey
+            try await body(client, port, key)
+        }
+    }
+
+    @Test func aSilentConnectionIsDroppedAndALiveOneStays() async throws {
+        try await withLiveServer { client, port, key in
             let token = try await client.accessToken(identity: "bob", deviceID: "dead", key: key)
             let alive = try await LiveDevice.connect(port: port, token: try await client.accessToken(identity: "bob", deviceID: "alive", key: key))
 
@@ -55,12 +62,7 @@ import Testing
     }
 
     @Test func aTalkingDeviceIsNeverPinged() async throws {
-        var server = try await TestServer.make(start: Date())
-        server.configuration.livePingInterval = .seconds(2)
-        let configured = server
-        try await configured.withClient(.live) { client in
-            let port = try #require(client.port)
-            let key = try await client.createAccount("acme", admin: configured.adminToken).apiKey
+        try await withLiveServer { client, port, key in
             let token = try await client.accessToken(identity: "bob", deviceID: "chatty", key: key)
             // It never answers pings, but sends an application ping every 300 ms, well inside the interval.
             let (chatty, received) = try await RawConnection.open(port: port, token: token)
