@@ -9,8 +9,10 @@ import Synchronization
 /// The embedded store: one SQLite file in WAL mode.
 ///
 /// All statements go through one connection under an ``AsyncMutex``, so a multi-statement
-/// transaction never interleaves with another task's statements. Times are stored as integer
-/// milliseconds since the Unix epoch.
+/// transaction never interleaves with another task's statements. Statements run on the calling
+/// task's thread (see ``SQLiteHandle``); bulk work and the WAL checkpoint run on NIO's thread
+/// pool, the checkpoint in a task of its own once the log passes ``checkpointFrames``. Times are
+/// stored as integer milliseconds since the Unix epoch.
 ///
 /// The hot path of a ring is kept off the disk where that is safe: active bindings and API keys
 /// are answered from memory (this store is its file's only writer, and drops what it holds on
@@ -24,6 +26,8 @@ public final class SQLiteStore: DataStore {
     private let callCache = CallCache()
     /// Set once the connection is closed; read and written only while holding ``mutex``.
     private let isClosed = Mutex(false)
+    /// Set while a checkpoint is scheduled or running.
+    private let checkpointPending = Mutex(false)
     private let logger: Logger
 
     /// The database file's path.
@@ -55,12 +59,12 @@ public final class SQLiteStore: DataStore {
         do {
             // WAL lets readers run beside the writer; NORMAL sync is durable across process
             // crashes and SIGKILL (only an OS crash can lose the last commits).
-            _ = try await connection.query("PRAGMA journal_mode = WAL")
-            _ = try await connection.query("PRAGMA synchronous = NORMAL")
-            _ = try await connection.query("PRAGMA foreign_keys = ON")
-            _ = try await connection.query("PRAGMA busy_timeout = 5000")
+            _ = try connection.query("PRAGMA journal_mode = WAL")
+            _ = try connection.query("PRAGMA synchronous = NORMAL")
+            _ = try connection.query("PRAGMA foreign_keys = ON")
+            _ = try connection.query("PRAGMA busy_timeout = 5000")
             try await store.migrate()
-            try await connection.forgetStatements()
+            connection.forgetStatements()
         } catch {
             try? await connection.close()
             throw RingRelayError(
@@ -74,7 +78,7 @@ public final class SQLiteStore: DataStore {
     public func close() async throws {
         try await mutex.withLock { [connection] in
             guard !self.isClosed.withLock({ $0 }) else { return }
-            await self.writeBacklog(on: connection)
+            self.writeBacklog(on: connection)
             self.isClosed.withLock { $0 = true }
             try await connection.close()
         }
@@ -95,7 +99,7 @@ public final class SQLiteStore: DataStore {
     // MARK: - Plumbing
 
     private func query(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteResultRow] {
-        try await locked { connection in try await connection.query(sql, binds) }
+        try await locked { connection in try connection.query(sql, binds) }
     }
 
     /// Runs `body` with the connection while holding the lock: for a statement whose effect on
@@ -103,20 +107,48 @@ public final class SQLiteStore: DataStore {
     private func locked<T: Sendable>(_ body: @Sendable (SQLiteHandle) async throws -> T) async throws -> T {
         try await mutex.withLock { [connection] in
             try self.checkOpen()
+            defer { self.checkpointIfDue() }
             return try await body(connection)
+        }
+    }
+
+    /// Frames (pages) the write-ahead log may hold before it is copied into the database file;
+    /// SQLite's own automatic checkpoint uses the same figure.
+    public static let checkpointFrames = 1000
+
+    /// Schedules a checkpoint when the log has grown past ``checkpointFrames``; the caller holds
+    /// the mutex. The checkpoint takes the mutex in its own task, so the commit that crossed the
+    /// line answers at once, and statements that arrive meanwhile wait without holding a thread.
+    private func checkpointIfDue() {
+        guard connection.walFrames >= Self.checkpointFrames,
+            checkpointPending.withLock({ pending in
+                defer { pending = true }
+                return !pending
+            })
+        else { return }
+        Task {
+            defer { self.checkpointPending.withLock { $0 = false } }
+            do {
+                try await self.mutex.withLock { [connection] in
+                    guard !self.isClosed.withLock({ $0 }) else { return }
+                    try await connection.checkpoint()
+                }
+            } catch {
+                self.logger.warning("WAL checkpoint failed", metadata: ["error.cause": .string("\(error)")])
+            }
         }
     }
 
     /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT`, rolling back on error.
     private func transaction<T: Sendable>(_ body: @Sendable (SQLiteHandle) async throws -> T) async throws -> T {
         try await locked { connection in
-            _ = try await connection.query("BEGIN IMMEDIATE")
+            _ = try connection.query("BEGIN IMMEDIATE")
             do {
                 let result = try await body(connection)
-                _ = try await connection.query("COMMIT")
+                _ = try connection.query("COMMIT")
                 return result
             } catch {
-                _ = try? await connection.query("ROLLBACK")
+                _ = try? connection.query("ROLLBACK")
                 throw error
             }
         }
@@ -130,9 +162,9 @@ public final class SQLiteStore: DataStore {
         for migration in Migration.sqlite where migration.version > current {
             try await transaction { connection in
                 for statement in migration.statements {
-                    _ = try await connection.query(statement)
+                    _ = try connection.query(statement)
                 }
-                _ = try await connection.query(
+                _ = try connection.query(
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                     [.integer(migration.version), .text(migration.name), .integer(Date().millis)])
             }
@@ -150,10 +182,10 @@ public final class SQLiteStore: DataStore {
         let value = makeValue()
         // INSERT OR IGNORE then SELECT: the first writer wins, later callers read its value.
         return try await transaction { connection in
-            _ = try await connection.query(
+            _ = try connection.query(
                 "INSERT OR IGNORE INTO settings (name, value) VALUES (?, ?)",
                 [.text(name), .blob(ByteBuffer(bytes: value))])
-            let rows = try await connection.query("SELECT value FROM settings WHERE name = ?", [.text(name)])
+            let rows = try connection.query("SELECT value FROM settings WHERE name = ?", [.text(name)])
             guard let buffer = rows.first?.column("value")?.blob else { return value }
             return Data(buffer.readableBytesView)
         }
@@ -166,10 +198,10 @@ extension SQLiteStore {
     public func createAccount(_ account: Account, firstKey: APIKeyRecord) async throws {
         do {
             try await transaction { connection in
-                _ = try await connection.query(
+                _ = try connection.query(
                     "INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)",
                     [.text(account.id), .text(account.name), .integer(account.createdAt.millis)])
-                _ = try await connection.query(Self.insertKeySQL, Self.keyBinds(firstKey))
+                _ = try connection.query(Self.insertKeySQL, Self.keyBinds(firstKey))
             }
         } catch let error as SQLiteStatementError where error.isConstraint {
             throw RingRelayError(
@@ -187,8 +219,8 @@ extension SQLiteStore {
 
     public func deleteAccount(id: String) async throws -> Bool {
         let deleted = try await locked { connection in
-            let rows = try await connection.query("DELETE FROM accounts WHERE id = ? RETURNING id", [.text(id)])
-            // Its calls went with it.
+            // Its bindings and calls go with it, possibly many rows: deleted on the thread pool.
+            let rows = try await connection.offloaded { try $0.query("DELETE FROM accounts WHERE id = ? RETURNING id", [.text(id)]) }
             self.callCache.forgetAll()
             return !rows.isEmpty
         }
@@ -371,7 +403,10 @@ extension SQLiteStore {
     }
 
     public func bindingCounts() async throws -> [BindingCount] {
-        try await query("SELECT type, status, COUNT(*) AS n FROM bindings GROUP BY type, status").compactMap { row in
+        // A scan of every binding: counted on the thread pool.
+        try await locked { connection in
+            try await connection.offloaded { try $0.query("SELECT type, status, COUNT(*) AS n FROM bindings GROUP BY type, status") }
+        }.compactMap { row in
             guard let type = BindingType(rawValue: row.string("type")),
                 let status = BindingStatus(rawValue: row.string("status"))
             else { return nil }
@@ -472,7 +507,7 @@ extension SQLiteStore {
         // concurrent deliveries of one notification rings. The same statement tells whether the
         // callee is in an accepted call (as callee, or as the caller of a native one).
         try await locked { connection in
-            let inserted = try await connection.query(
+            let inserted = try connection.query(
                 """
                 INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT DO NOTHING
@@ -494,7 +529,7 @@ extension SQLiteStore {
                 return .created(call, calleeBusy: row.column("busy")?.integer == 1)
             }
             guard let externalID = call.externalID,
-                let row = try await connection.query(
+                let row = try connection.query(
                     "SELECT \(Self.callColumns) FROM calls WHERE account_id = ? AND source = ? AND external_id = ?",
                     [.text(call.accountID), .text(call.source.rawValue), .text(externalID)]
                 ).first
@@ -519,7 +554,8 @@ extension SQLiteStore {
                 try await mutex.withLock { [connection] in
                     // A closed store wrote its backlog while closing.
                     guard !self.isClosed.withLock({ $0 }) else { return }
-                    await self.writeBacklog(on: connection)
+                    self.writeBacklog(on: connection)
+                    self.checkpointIfDue()
                 }
             } catch {
                 logger.error("could not record deliveries", metadata: ["error.cause": .string("\(error)")])
@@ -529,8 +565,8 @@ extension SQLiteStore {
 
     public func deliveries(callID: String) async throws -> [Delivery] {
         try await locked { connection in
-            await self.writeBacklog(on: connection)
-            return try await connection.query(
+            self.writeBacklog(on: connection)
+            return try connection.query(
                 "SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? ORDER BY id", [.text(callID)]
             ).map { row in
                 Delivery(
@@ -548,18 +584,18 @@ extension SQLiteStore {
     ///
     /// A chunk the database refuses (its call was deleted meanwhile, say) is retried a row at a
     /// time, so one orphan does not lose its neighbours.
-    private func writeBacklog(on connection: SQLiteHandle) async {
+    private func writeBacklog(on connection: SQLiteHandle) {
         let waiting = backlog.drain()
         var start = waiting.startIndex
         while start < waiting.endIndex {
             let chunk = waiting[start..<min(start + 200, waiting.endIndex)]
             start = chunk.endIndex
             do {
-                try await Self.upsert(chunk, on: connection)
+                try Self.upsert(chunk, on: connection)
             } catch {
                 var lost = 0
                 for delivery in chunk {
-                    do { try await Self.upsert([delivery], on: connection) } catch { lost += 1 }
+                    do { try Self.upsert([delivery], on: connection) } catch { lost += 1 }
                 }
                 if lost > 0 {
                     logger.warning(
@@ -569,9 +605,9 @@ extension SQLiteStore {
         }
     }
 
-    private static func upsert(_ deliveries: some Collection<Delivery>, on connection: SQLiteHandle) async throws {
+    private static func upsert(_ deliveries: some Collection<Delivery>, on connection: SQLiteHandle) throws {
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        _ = try await connection.query(
+        _ = try connection.query(
             "INSERT INTO deliveries (\(deliveryColumns)) VALUES " + Array(repeating: row, count: deliveries.count).joined(separator: ", ")
                 + """
                  ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome, status = excluded.status, reason = excluded.reason,
@@ -583,7 +619,7 @@ extension SQLiteStore {
 
     public func setCallState(id: String, accountID: String, state: CallState, at date: Date) async throws {
         try await locked { connection in
-            _ = try await connection.query(
+            _ = try connection.query(
                 "UPDATE calls SET state = ?, updated_at = ? WHERE id = ? AND account_id = ?",
                 [.text(state.rawValue), .integer(date.millis), .text(id), .text(accountID)])
             self.callCache.forget(id: id)
@@ -616,7 +652,7 @@ extension SQLiteStore {
         sql += " RETURNING \(Self.callColumns)"
         let (statement, values) = (sql, binds)
         return try await locked { connection in
-            guard let row = try await connection.query(statement, values).first else {
+            guard let row = try connection.query(statement, values).first else {
                 // Something else changed the call first; what, only the file knows.
                 self.callCache.forget(id: change.id)
                 return nil
@@ -636,7 +672,8 @@ extension SQLiteStore {
 
     public func pruneCalls(createdBefore date: Date) async throws -> Int {
         try await locked { connection in
-            let pruned = try await connection.query("DELETE FROM calls WHERE created_at < ? RETURNING id", [.integer(date.millis)])
+            // A day's calls can be many rows: deleted on the thread pool.
+            let pruned = try await connection.offloaded { try $0.query("DELETE FROM calls WHERE created_at < ? RETURNING id", [.integer(date.millis)]) }
             for row in pruned { self.callCache.forget(id: row.string("id")) }
             return pruned.count
         }
