@@ -27,7 +27,9 @@ public protocol RingTransport: Sendable {
 /// tracked so a shutdown can wait for them.
 public final class RingEngine: Sendable {
     private let clock: any WallClock
-    private let inFlight = Mutex<[UUID: Task<Void, Never>]>([:])
+    private let inFlight = Mutex<[UInt64: Task<Void, Never>]>([:])
+    /// Keys of ``inFlight``: a counter, where `UUID()` would read the system's randomness each time.
+    private let lastKey = Atomic<UInt64>(0)
 
     /// Creates an engine.
     public init(clock: any WallClock) {
@@ -61,7 +63,7 @@ public final class RingEngine: Sendable {
         guard !planned.isEmpty else { return [] }
         let (answers, continuation) = AsyncStream.makeStream(of: Delivery.self)
         for (delivery, target) in planned {
-            let key = UUID()
+            let key = lastKey.add(1, ordering: .relaxed).newValue
             let task = Task {
                 let answered = await transport.deliver(delivery, to: target, call: call)
                 continuation.yield(answered)
@@ -91,7 +93,7 @@ public final class RingEngine: Sendable {
     /// Runs `work` as a tracked background task, so a shutdown waits for it too (fallback pushes
     /// after an unacknowledged live ring, for example).
     public func track(_ work: @escaping @Sendable () async -> Void) {
-        let key = UUID()
+        let key = lastKey.add(1, ordering: .relaxed).newValue
         inFlight.withLock { tasks in
             tasks[key] = Task {
                 await work()
