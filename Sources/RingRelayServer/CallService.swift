@@ -72,22 +72,19 @@ struct CallService: Sendable {
     /// The ring in every channel's form: the native invite for VoIP and FCM, sealed invites for
     /// alert bindings, and `call.incoming` over live connections.
     static func content(for call: Call, metadata: JSONValue?, calleeBusy: Bool, sealed: [String: String], sentAt: Date) -> Ringer.Content {
-        let encoder = JSONEncoder.ringRelay
         let invite = NativeInvite(
             callId: call.id, from: .init(identity: call.caller ?? "", displayName: call.callerName), media: call.media.rawValue,
             sentAt: sentAt, expiresAt: call.ringDeadline, metadata: metadata, calleeBusy: calleeBusy ? true : nil)
-        let inviteJSON = (try? encoder.encode(invite)) ?? Data()
+        let inviteJSON = invite.jsonText
         var content = Ringer.Content()
         content.liveEvent = .incoming
-        content.apnsVoIP = Array(#"{"aps":{},"ringrelay":"#.utf8) + Array(inviteJSON) + Array("}".utf8)
-        content.fcmData = [NativeInvite.payloadKey: String(decoding: inviteJSON, as: UTF8.self)]
+        content.apnsVoIP = Array(#"{"aps":{},"ringrelay":\#(inviteJSON)}"#.utf8)
+        content.fcmData = [NativeInvite.payloadKey: inviteJSON]
         for (bindingID, box) in sealed {
             let sealedInvite = NativeInvite(callId: call.id, from: nil, media: nil, sentAt: sentAt, expiresAt: call.ringDeadline, sealed: box)
-            let sealedJSON = (try? encoder.encode(sealedInvite)) ?? Data()
             // A neutral text: the extension replaces it with what the sealed box says.
-            content.apnsAlert[bindingID] =
-                Array(#"{"aps":{"alert":{"title":"Incoming call"},"mutable-content":1},"ringrelay":"#.utf8) + Array(sealedJSON)
-                + Array("}".utf8)
+            content.apnsAlert[bindingID] = Array(
+                #"{"aps":{"alert":{"title":"Incoming call"},"mutable-content":1},"ringrelay":\#(sealedInvite.jsonText)}"#.utf8)
         }
         return content
     }

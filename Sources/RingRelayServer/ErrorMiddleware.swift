@@ -69,10 +69,19 @@ struct ErrorMiddleware: RouterMiddleware {
 extension Response {
     /// A JSON response in the house encoding.
     static func json(status: HTTPResponse.Status, _ value: some Encodable, headers: HTTPFields = [:]) -> Response {
+        let data = (try? JSONEncoder.ringRelay.encode(value)) ?? Data(#"{"error":{"code":"internal_error","message":"encoding failed"}}"#.utf8)
+        return json(status: status, body: ByteBuffer(bytes: data), headers: headers)
+    }
+
+    /// A JSON response in the house encoding, written by the value itself.
+    static func json(status: HTTPResponse.Status, _ value: some JSONTextEncodable, headers: HTTPFields = [:]) -> Response {
+        json(status: status, body: ByteBuffer(string: value.jsonText), headers: headers)
+    }
+
+    fileprivate static func json(status: HTTPResponse.Status, body: ByteBuffer, headers: HTTPFields) -> Response {
         var headers = headers
         headers[.contentType] = "application/json; charset=utf-8"
-        let data = (try? JSONEncoder.ringRelay.encode(value)) ?? Data(#"{"error":{"code":"internal_error","message":"encoding failed"}}"#.utf8)
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
     }
 }
 
@@ -80,6 +89,8 @@ extension Response {
 struct JSONResponse<Value: Encodable & Sendable>: ResponseGenerator {
     var status: HTTPResponse.Status
     var value: Value
+    /// The body, when the value writes its own JSON text.
+    private var text: String?
 
     init(_ status: HTTPResponse.Status, _ value: Value) {
         self.status = status
@@ -91,6 +102,19 @@ struct JSONResponse<Value: Encodable & Sendable>: ResponseGenerator {
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        .json(status: status, value)
+        if let text { return .json(status: status, body: ByteBuffer(string: text), headers: [:]) }
+        return .json(status: status, value)
+    }
+}
+
+extension JSONResponse where Value: JSONTextEncodable {
+    init(_ status: HTTPResponse.Status, _ value: Value) {
+        self.status = status
+        self.value = value
+        text = value.jsonText
+    }
+
+    init(_ value: Value) {
+        self.init(.ok, value)
     }
 }

@@ -1,9 +1,17 @@
 import Foundation
 
-// Hand-written coding for the frames of every live call: each call sends events and reads acks
-// and commands, and Foundation's JSONEncoder and JSONDecoder cost tens of microseconds per frame.
-// Both paths give exactly what the Codable conformances give (tests compare them byte for byte);
-// anything unusual goes to the Codable path, which also words the errors.
+// Hand-written coding for what every call sends and reads: live events, acks and commands, the
+// calls body and the call resource answering it, the invite inside a push. Foundation's
+// JSONEncoder and JSONDecoder cost tens of microseconds for each. Both paths give exactly what the
+// Codable conformances give (tests compare them byte for byte); anything unusual goes to the
+// Codable path, which also words the errors.
+
+/// A value that can write itself as JSON text exactly as `JSONEncoder.ringRelay` encodes it.
+public protocol JSONTextEncodable: Encodable {
+    /// The value as `JSONEncoder.ringRelay` writes it (sorted keys, RFC 3339 dates, slashes as
+    /// they are).
+    var jsonText: String { get }
+}
 
 extension DeviceFrame {
     /// Reads a device frame written the usual way: one JSON object of the frame's own keys with
@@ -43,12 +51,8 @@ extension DeviceFrame {
     private static let fastKeys: Set<String> = ["type", "eventId", "callId"]
 }
 
-extension CallEvent {
-    /// The event as `JSONEncoder.ringRelay` writes it (sorted keys, RFC 3339 dates, slashes as they
-    /// are), without going through `Encoder`.
+extension CallEvent: JSONTextEncodable {
     public var jsonText: String {
-        // Events carry calls without deliveries; anything else takes the Codable path.
-        guard call.deliveries == nil else { return String(decoding: (try? JSONEncoder.ringRelay.encode(self)) ?? Data(), as: UTF8.self) }
         var out = JSONText(capacity: 512)
         out.object { members in
             members.member("call") { $0.callResource(call) }
@@ -60,6 +64,50 @@ extension CallEvent {
             if let reason { members.member("reason") { $0.string(reason) } }
             members.member("sentAt") { $0.date(sentAt) }
             members.member("type") { $0.string(type.rawValue) }
+        }
+        return out.text
+    }
+}
+
+extension CallResource: JSONTextEncodable {
+    public var jsonText: String {
+        var out = JSONText(capacity: 512)
+        out.callResource(self)
+        return out.text
+    }
+}
+
+extension WebhookRingResponse: JSONTextEncodable {
+    public var jsonText: String {
+        var out = JSONText(capacity: 128 + 256 * deliveries.count)
+        out.object { members in
+            members.member("callId") { $0.string(callId) }
+            members.member("deliveries") { $0.array(deliveries) { $0.deliveryResource($1) } }
+        }
+        return out.text
+    }
+}
+
+extension NativeInvite: JSONTextEncodable {
+    public var jsonText: String {
+        var out = JSONText(capacity: 256)
+        out.object { members in
+            members.member("callId") { $0.string(callId) }
+            if let calleeBusy { members.member("calleeBusy") { $0.raw(calleeBusy ? "true" : "false") } }
+            members.member("expiresAt") { $0.date(expiresAt) }
+            if let from {
+                members.member("from") { out in
+                    out.object { caller in
+                        if let displayName = from.displayName { caller.member("displayName") { $0.string(displayName) } }
+                        caller.member("identity") { $0.string(from.identity) }
+                    }
+                }
+            }
+            if let media { members.member("media") { $0.string(media) } }
+            if let metadata { members.member("metadata") { $0.value(metadata) } }
+            if let sealed { members.member("sealed") { $0.string(sealed) } }
+            members.member("sentAt") { $0.date(sentAt) }
+            members.member("v") { $0.raw(String(v)) }
         }
         return out.text
     }
@@ -157,13 +205,7 @@ struct JSONText {
         case .bool(let flag): text += flag ? "true" : "false"
         case .number(let number): self.number(number)
         case .string(let string): self.string(string)
-        case .array(let elements):
-            text += "["
-            for (offset, element) in elements.enumerated() {
-                if offset > 0 { text += "," }
-                self.value(element)
-            }
-            text += "]"
+        case .array(let elements): array(elements) { $0.value($1) }
         case .object(let members):
             object { writer in
                 for key in members.keys.sorted() {
@@ -174,7 +216,7 @@ struct JSONText {
     }
 
     /// As `JSONEncoder` writes a `Double`: its shortest form, without a trailing `.0`.
-    private mutating func number(_ number: Double) {
+    mutating func number(_ number: Double) {
         var description = number.description
         if description.hasSuffix(".0") { description.removeLast(2) }
         text += description
@@ -185,6 +227,7 @@ struct JSONText {
             if let answeredAt = call.answeredAt { members.member("answeredAt") { $0.date(answeredAt) } }
             if let answeredBy = call.answeredBy { members.member("answeredBy") { $0.string(answeredBy) } }
             members.member("createdAt") { $0.date(call.createdAt) }
+            if let deliveries = call.deliveries { members.member("deliveries") { $0.array(deliveries) { $0.deliveryResource($1) } } }
             if let displayName = call.displayName { members.member("displayName") { $0.string(displayName) } }
             if let endReason = call.endReason { members.member("endReason") { $0.string(endReason) } }
             if let endedAt = call.endedAt { members.member("endedAt") { $0.date(endedAt) } }
@@ -199,6 +242,33 @@ struct JSONText {
             members.member("to") { $0.string(call.to) }
             members.member("updatedAt") { $0.date(call.updatedAt) }
         }
+    }
+
+    mutating func deliveryResource(_ delivery: DeliveryResource) {
+        object { members in
+            members.member("attempts") { $0.raw(String(delivery.attempts)) }
+            if let bindingId = delivery.bindingId { members.member("bindingId") { $0.string(bindingId) } }
+            members.member("channel") { $0.string(delivery.channel) }
+            if let completedAt = delivery.completedAt { members.member("completedAt") { $0.date(completedAt) } }
+            members.member("createdAt") { $0.date(delivery.createdAt) }
+            if let deviceId = delivery.deviceId { members.member("deviceId") { $0.string(deviceId) } }
+            members.member("id") { $0.string(delivery.id) }
+            members.member("kind") { $0.string(delivery.kind) }
+            if let latencyMs = delivery.latencyMs { members.member("latencyMs") { $0.number(latencyMs) } }
+            members.member("outcome") { $0.string(delivery.outcome) }
+            if let pushId = delivery.pushId { members.member("pushId") { $0.string(pushId) } }
+            if let reason = delivery.reason { members.member("reason") { $0.string(reason) } }
+            if let status = delivery.status { members.member("status") { $0.raw(String(status)) } }
+        }
+    }
+
+    mutating func array<Element>(_ elements: [Element], _ write: (inout JSONText, Element) -> Void) {
+        text += "["
+        for (offset, element) in elements.enumerated() {
+            if offset > 0 { text += "," }
+            write(&self, element)
+        }
+        text += "]"
     }
 }
 
@@ -328,8 +398,7 @@ extension JSONValue {
     }
 }
 
-extension JSONValue {
-    /// The value as `JSONEncoder.ringRelay` writes it (sorted keys, slashes as they are).
+extension JSONValue: JSONTextEncodable {
     public var jsonText: String {
         var out = JSONText(capacity: 64)
         out.value(self)

@@ -17,12 +17,30 @@ struct LiveFrameCodingTests {
         }
     }
 
-    @Test("A call with deliveries still encodes as Codable does")
-    func deliveriesFallBack() throws {
+    @Test("Call resources, deliveries, webhook answers and invites are written byte for byte as JSONEncoder writes them")
+    func resourcesMatchJSONEncoder() throws {
         var random = SeededGenerator(seed: 0xDE11)
-        var event = Self.randomEvent(using: &random)
-        event.call.deliveries = []
-        #expect(event.jsonText == String(decoding: try JSONEncoder.ringRelay.encode(event), as: UTF8.self))
+        let encoder = JSONEncoder.ringRelay
+        func check(_ value: some JSONTextEncodable, _ index: Int) throws -> Bool {
+            let expected = String(decoding: try encoder.encode(value), as: UTF8.self)
+            #expect(value.jsonText == expected, "case \(index)")
+            return value.jsonText == expected
+        }
+        for index in 0..<2_000 {
+            var event = Self.randomEvent(using: &random)
+            event.call.deliveries = Self.maybe(&random) { random in
+                (0..<Int.random(in: 0..<4, using: &random)).map { _ in Self.randomDelivery(using: &random) }
+            }
+            let deliveries = (0..<Int.random(in: 0..<4, using: &random)).map { _ in Self.randomDelivery(using: &random) }
+            let webhook = WebhookRingResponse(callId: Self.randomString(using: &random), deliveries: deliveries)
+            let invite = NativeInvite(
+                v: Int.random(in: 0...2, using: &random), callId: Self.randomString(using: &random),
+                from: Self.maybe(&random) { .init(identity: Self.randomString(using: &$0), displayName: Self.maybe(&$0) { Self.randomString(using: &$0) }) },
+                media: Self.maybe(&random) { Self.randomString(using: &$0) }, sentAt: Self.randomDate(using: &random),
+                expiresAt: Self.randomDate(using: &random), metadata: Self.maybe(&random) { Self.randomJSON(depth: 0, using: &$0) },
+                calleeBusy: Self.maybe(&random) { Bool.random(using: &$0) }, sealed: Self.maybe(&random) { Self.randomString(using: &$0) })
+            guard try check(event, index), try check(event.call, index), try check(webhook, index), try check(invite, index) else { break }
+        }
     }
 
     @Test("Device frames: what the fast parser reads, JSONDecoder reads the same; the usual frames are read")
@@ -190,6 +208,17 @@ struct LiveFrameCodingTests {
             for _ in 0..<Int.random(in: 0..<4, using: &random) { object[randomString(using: &random)] = randomJSON(depth: depth + 1, using: &random) }
             return .object(object)
         }
+    }
+
+    private static func randomDelivery(using random: inout SeededGenerator) -> DeliveryResource {
+        DeliveryResource(
+            id: randomString(using: &random), bindingId: maybe(&random) { randomString(using: &$0) }, deviceId: maybe(&random) { randomString(using: &$0) },
+            channel: ["apns", "fcm", "websocket"].randomElement(using: &random)!, kind: randomString(using: &random),
+            outcome: randomString(using: &random), status: maybe(&random) { Int.random(in: -1...600, using: &$0) },
+            reason: maybe(&random) { randomString(using: &$0) }, pushId: maybe(&random) { randomString(using: &$0) },
+            attempts: Int.random(in: 0...5, using: &random),
+            latencyMs: maybe(&random) { [0, 0.5, 12.345, 1e-7, 1e21, Double.random(in: 0...10_000, using: &$0).rounded(toPlaces: 3)].randomElement(using: &$0)! },
+            createdAt: randomDate(using: &random), completedAt: maybe(&random) { randomDate(using: &$0) })
     }
 
     static func randomEvent(using random: inout SeededGenerator) -> CallEvent {
