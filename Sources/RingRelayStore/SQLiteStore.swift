@@ -546,10 +546,16 @@ extension SQLiteStore {
             .first.map(Self.call)
     }
 
+    /// How long delivery records wait before they are written. A ring's planned records and their
+    /// answers (usually a millisecond or two later) then go out as one row each, and many rings
+    /// share a statement and a commit; only a crash inside this window loses records.
+    static let writeBehind: Duration = .milliseconds(20)
+
     public func recordDeliveries(_ deliveries: [Delivery]) {
         guard backlog.add(deliveries) else { return }
-        // The write waits for the connection; records arriving meanwhile go in the same statement.
+        // Records arriving until the write takes the connection go in the same statement.
         Task {
+            try? await Task.sleep(for: Self.writeBehind)
             do {
                 try await mutex.withLock { [connection] in
                     // A closed store wrote its backlog while closing.
