@@ -98,7 +98,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(78)  // EX_CONFIG
         }
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = PlainMetadataLogHandler.standardError(label: label)
             handler.logLevel = configuration.logLevel
             return handler
         }
