@@ -15,9 +15,9 @@ import VaporCSQLite
 /// Statements run on the caller's thread: in WAL mode with `synchronous = NORMAL` a commit only
 /// appends to the log in the OS's page cache, a few tens of microseconds, cheaper than the two
 /// thread hops of handing it to a pool. What can take long runs on NIO's blocking-I/O thread pool
-/// through ``offloaded(_:)``: opening, closing, migrations, bulk deletes and the WAL checkpoint,
-/// the one step that waits for the disk. Automatic checkpoints are therefore off; the WAL hook
-/// counts the log's frames (``walFrames``) so the owner can checkpoint off the hot path.
+/// through ``offloaded(_:)``: opening, closing, bulk deletes and the WAL checkpoint, the one step
+/// that waits for the disk. Automatic checkpoints are therefore off; the WAL hook counts the log's
+/// frames (``walFrames``) so the owner can checkpoint off the hot path.
 ///
 /// It is not safe for concurrent use: ``SQLiteStore`` serializes every call under its mutex.
 final class SQLiteHandle: @unchecked Sendable {
@@ -86,13 +86,36 @@ final class SQLiteHandle: @unchecked Sendable {
         try await pool.runIfActive { try work(self) }
     }
 
-    /// Copies the write-ahead log into the database file (on the thread pool). With no other
-    /// statement running meanwhile the copy is complete, and the next commit starts the log over.
-    func checkpoint() async throws {
+    /// Copies the write-ahead log into the database file, on the thread pool, without waiting for
+    /// other connections' statements. When no commit happens meanwhile, the copy is complete and
+    /// the next commit starts the log over.
+    ///
+    /// - Returns: the frames in the log and how many of them are now in the file.
+    @discardableResult
+    func checkpoint() async throws -> (frames: Int, copied: Int) {
+        let row = try await offloaded { try $0.query("PRAGMA wal_checkpoint(PASSIVE)") }.first
+        return (Int(row?.column("log")?.integer ?? 0), Int(row?.column("checkpointed")?.integer ?? 0))
+    }
+
+    /// Writes what the database file and its log hold to disk (on the thread pool), so that a
+    /// checkpoint finished right after has little left to wait for.
+    func syncFiles() async throws {
         try await offloaded { handle in
-            _ = try handle.query("PRAGMA wal_checkpoint(PASSIVE)")
-            handle.walFrames = 0
+            guard let database = handle.database, let name = sqlite_nio_sqlite3_db_filename(database, "main") else { return }
+            let path = String(cString: name)
+            for file in [path, path + "-wal"] {
+                // fsync on any descriptor of a file writes all of its dirty pages.
+                guard let opened = FileHandle(forReadingAtPath: file) else { continue }
+                try? opened.synchronize()
+                try? opened.close()
+            }
         }
+    }
+
+    /// Forgets the log's size once another connection has checkpointed it completely; the next
+    /// commit reports the size again.
+    func forgetWALFrames() {
+        walFrames = 0
     }
 
     /// Drops the prepared statements, whose result columns a schema change may have changed.

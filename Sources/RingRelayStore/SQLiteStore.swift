@@ -10,9 +10,10 @@ import Synchronization
 ///
 /// All statements go through one connection under an ``AsyncMutex``, so a multi-statement
 /// transaction never interleaves with another task's statements. Statements run on the calling
-/// task's thread (see ``SQLiteHandle``); bulk work and the WAL checkpoint run on NIO's thread
-/// pool, the checkpoint in a task of its own once the log passes ``checkpointFrames``. Times are
-/// stored as integer milliseconds since the Unix epoch.
+/// task's thread (see ``SQLiteHandle``); bulk work runs on NIO's thread pool. Once the log passes
+/// ``checkpointFrames`` a task of its own checkpoints it through a second connection, beside the
+/// statements (see ``checkpointIfDue()``). Times are stored as integer milliseconds since the Unix
+/// epoch.
 ///
 /// The hot path of a ring is kept off the disk where that is safe: active bindings and API keys
 /// are answered from memory (this store is its file's only writer, and drops what it holds on
@@ -20,6 +21,10 @@ import Synchronization
 public final class SQLiteStore: DataStore {
     private let connection: SQLiteHandle
     private let mutex = AsyncMutex()
+    /// A second connection that only checkpoints, and the lock it is used under (taken before
+    /// ``mutex`` when both are needed).
+    private let checkpointer: SQLiteHandle
+    private let checkpointMutex = AsyncMutex()
     private let bindingCache = BindingCache()
     private let keyCache = KeyCache()
     private let backlog = DeliveryBacklog()
@@ -33,8 +38,9 @@ public final class SQLiteStore: DataStore {
     /// The database file's path.
     public let path: String
 
-    private init(connection: SQLiteHandle, path: String, logger: Logger) {
+    private init(connection: SQLiteHandle, checkpointer: SQLiteHandle, path: String, logger: Logger) {
         self.connection = connection
+        self.checkpointer = checkpointer
         self.path = path
         self.logger = logger
     }
@@ -47,15 +53,22 @@ public final class SQLiteStore: DataStore {
     /// - Throws: ``RingRelayError`` (`store_unavailable`) when the file cannot be opened or migrated.
     public static func open(path: String, logger: Logger) async throws -> SQLiteStore {
         let connection: SQLiteHandle
+        let checkpointer: SQLiteHandle
         do {
             connection = try await SQLiteHandle.open(path: path)
+            do {
+                checkpointer = try await SQLiteHandle.open(path: path)
+            } catch {
+                try? await connection.close()
+                throw error
+            }
         } catch {
             throw RingRelayError(
                 .unavailable, code: "store_unavailable",
                 "Cannot open the SQLite database at \(path); check that the data directory is writable.",
                 underlying: error)
         }
-        let store = SQLiteStore(connection: connection, path: path, logger: logger)
+        let store = SQLiteStore(connection: connection, checkpointer: checkpointer, path: path, logger: logger)
         do {
             // WAL lets readers run beside the writer; NORMAL sync is durable across process
             // crashes and SIGKILL (only an OS crash can lose the last commits).
@@ -63,9 +76,13 @@ public final class SQLiteStore: DataStore {
             _ = try connection.query("PRAGMA synchronous = NORMAL")
             _ = try connection.query("PRAGMA foreign_keys = ON")
             _ = try connection.query("PRAGMA busy_timeout = 5000")
+            // A checkpoint syncs the log before copying it and the file after, as NORMAL asks.
+            _ = try checkpointer.query("PRAGMA synchronous = NORMAL")
+            _ = try checkpointer.query("PRAGMA busy_timeout = 5000")
             try await store.migrate()
             connection.forgetStatements()
         } catch {
+            try? await checkpointer.close()
             try? await connection.close()
             throw RingRelayError(
                 .unavailable, code: "store_unavailable", "Cannot prepare the SQLite database at \(path).",
@@ -76,11 +93,15 @@ public final class SQLiteStore: DataStore {
 
     /// Closes the connection. Later calls fail with `store_closed`; closing twice is harmless.
     public func close() async throws {
-        try await mutex.withLock { [connection] in
-            guard !self.isClosed.withLock({ $0 }) else { return }
-            self.writeBacklog(on: connection)
-            self.isClosed.withLock { $0 = true }
-            try await connection.close()
+        try await checkpointMutex.withLock { [connection, checkpointer] in
+            try await self.mutex.withLock {
+                guard !self.isClosed.withLock({ $0 }) else { return }
+                self.writeBacklog(on: connection)
+                self.isClosed.withLock { $0 = true }
+                // The main connection closes last: it checkpoints what is left and removes the log.
+                try await checkpointer.close()
+                try await connection.close()
+            }
         }
     }
 
@@ -117,8 +138,16 @@ public final class SQLiteStore: DataStore {
     public static let checkpointFrames = 1000
 
     /// Schedules a checkpoint when the log has grown past ``checkpointFrames``; the caller holds
-    /// the mutex. The checkpoint takes the mutex in its own task, so the commit that crossed the
-    /// line answers at once, and statements that arrive meanwhile wait without holding a thread.
+    /// the mutex.
+    ///
+    /// The checkpoint waits for the disk twice (the log before copying, the file after), about
+    /// ten milliseconds here, and statements must not wait that long behind it. So it runs in a
+    /// task of its own on the second connection, beside the statements, and copies what the log
+    /// holds, again while many pages came in meanwhile, and has the disk write the file and the
+    /// log. Only to finish does it take the mutex, for the few pages committed since: with no
+    /// commit in between, the copy is complete and the next commit starts the log over. (SQLite
+    /// syncs the file only after a complete copy, so without the early sync the first full
+    /// checkpoint of a new file, which grows it by megabytes, held the mutex for 80 ms.)
     private func checkpointIfDue() {
         guard connection.walFrames >= Self.checkpointFrames,
             checkpointPending.withLock({ pending in
@@ -129,9 +158,18 @@ public final class SQLiteStore: DataStore {
         Task {
             defer { self.checkpointPending.withLock { $0 = false } }
             do {
-                try await self.mutex.withLock { [connection] in
+                try await self.checkpointMutex.withLock { [connection, checkpointer] in
                     guard !self.isClosed.withLock({ $0 }) else { return }
-                    try await connection.checkpoint()
+                    for _ in 0..<3 {
+                        let pass = try await checkpointer.checkpoint()
+                        if pass.frames - pass.copied < Self.checkpointFrames / 10 { break }
+                    }
+                    try await checkpointer.syncFiles()
+                    try await self.mutex.withLock {
+                        guard !self.isClosed.withLock({ $0 }) else { return }
+                        try await checkpointer.checkpoint()
+                        connection.forgetWALFrames()
+                    }
                 }
             } catch {
                 self.logger.warning("WAL checkpoint failed", metadata: ["error.cause": .string("\(error)")])
