@@ -61,8 +61,8 @@ import Testing
             #expect(await eventually { bob2.ui.endReasons(for: outgoing.uuid) == [.answeredElsewhere] })
             #expect(ringing2.state == .ended(.answeredElsewhere))
             #expect(bob2.client.calls.calls.isEmpty)
-            #expect(await eventually { outgoing.state == .connected })
-            #expect(alice.ui.records.contains(.outgoingConnected(outgoing.uuid)))
+            // The SDK moves the call's state, then tells the system UI: wait for the report itself.
+            #expect(await eventually { outgoing.state == .connected && alice.ui.records.contains(.outgoingConnected(outgoing.uuid)) })
 
             // Alice hangs up: Bob's call ends as remote ended.
             try await outgoing.end()
