@@ -75,11 +75,6 @@ final class SQLiteHandle: @unchecked Sendable {
         }
     }
 
-    /// Runs one statement on the calling thread and returns its rows.
-    func query(_ sql: String, _ binds: [SQLiteData] = []) throws -> [SQLiteResultRow] {
-        try run(sql, binds)
-    }
-
     /// Runs `work` on NIO's blocking-I/O thread pool, for statements that may wait for the disk
     /// or touch many rows.
     func offloaded<T: Sendable>(_ work: @escaping @Sendable (SQLiteHandle) throws -> T) async throws -> T {
@@ -140,7 +135,8 @@ final class SQLiteHandle: @unchecked Sendable {
         statements = [:]
     }
 
-    private func run(_ sql: String, _ binds: [SQLiteData]) throws -> [SQLiteResultRow] {
+    /// Runs one statement on the calling thread and returns its rows.
+    func query(_ sql: String, _ binds: [SQLiteData] = []) throws -> [SQLiteResultRow] {
         guard let database else { throw SQLiteStatementError(code: SQLITE_MISUSE, message: "the database is closed") }
         let prepared = try prepare(sql, on: database)
         let statement = prepared.statement
