@@ -64,9 +64,24 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            // The HTTP/2 client layer both push services share: connection pools that keep to the
+            // server's stream limits and resend what the server refused unprocessed.
+            name: "RingRelayHTTP2",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "RingRelayAPNs",
             dependencies: [
                 "RingRelayCore",
+                "RingRelayHTTP2",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -83,6 +98,7 @@ let package = Package(
             name: "RingRelayFCM",
             dependencies: [
                 "RingRelayCore",
+                "RingRelayHTTP2",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
@@ -180,6 +196,19 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
             ],
             resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "RingRelayHTTP2Tests",
+            dependencies: [
+                "RingRelayHTTP2",
+                "RingRelayTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -3,7 +3,9 @@ import Foundation
 import Logging
 import Metrics
 import NIOCore
+import NIOHPACK
 import NIOSSL
+import RingRelayHTTP2
 import RingRelayCore
 import ServiceLifecycle
 import Synchronization
@@ -22,13 +24,14 @@ public struct APNsAttempt: Sendable, Hashable {
     public var latency: Duration
 }
 
-/// RingRelay's APNs client: HTTP/2 over TLS, one connection per credential and environment.
+/// RingRelay's APNs client: HTTP/2 over TLS through one ``HTTP2ConnectionPool`` per credential
+/// and environment.
 ///
-/// Each connection (``APNsConnection``) carries many pushes as multiplexed streams, one HEADERS
-/// and one DATA frame each; a dropped connection or GOAWAY fails only its in-flight streams, which
-/// ``push(_:credential:environment:environmentIsCertain:deadline:)`` retries (same `apns-id`) on a
-/// fresh connection. Provider tokens come from one ``APNsTokenManager`` shared by
-/// all connections. Run it as a `Service`: on shutdown it closes every connection.
+/// The pool keeps to APNs' stream limits (one stream until the first answer, then what APNs
+/// raises it to), opens more connections for volume, and resends streams APNs refused unprocessed;
+/// this client retries the rest per ``PushRetryPolicy``, keeping the `apns-id`. Provider tokens
+/// come from one ``APNsTokenManager`` shared by all pools. Run it as a `Service`: on shutdown it
+/// closes every connection.
 public final class APNsClient: Service, Sendable {
     private struct PoolKey: Hashable {
         var environment: PushEnvironment
@@ -38,7 +41,7 @@ public final class APNsClient: Service, Sendable {
     }
 
     private struct Pool {
-        var connection: APNsConnection
+        var connections: HTTP2ConnectionPool
         var lastUsed: ContinuousClock.Instant
     }
 
@@ -98,14 +101,14 @@ public final class APNsClient: Service, Sendable {
         await shutdown()
     }
 
-    /// Closes every connection pool, waiting for in-flight pushes. Later pushes fail with `ClientShutDown`.
+    /// Closes every connection pool. Later pushes fail with `ClientShutDown`.
     public func shutdown() async {
         let all = pools.withLock { pools in
             defer { pools = nil }
-            return pools?.values.map(\.connection) ?? []
+            return pools?.values.map(\.connections) ?? []
         }
-        for connection in all {
-            await connection.shutdown()
+        for pool in all {
+            await pool.shutdown()
         }
     }
 
@@ -114,10 +117,10 @@ public final class APNsClient: Service, Sendable {
         let stale = pools.withLock { pools in
             let stale = pools?.filter { now - $0.value.lastUsed > lifetime } ?? [:]
             for key in stale.keys { pools?.removeValue(forKey: key) }
-            return stale.values.map(\.connection)
+            return stale.values.map(\.connections)
         }
-        for connection in stale {
-            Task { await connection.shutdown() }
+        for pool in stale {
+            Task { await pool.shutdown() }
         }
     }
 
@@ -136,10 +139,9 @@ public final class APNsClient: Service, Sendable {
         _ request: APNsRequest, credential: APNsCredential, environment: PushEnvironment, environmentIsCertain: Bool,
         deadline: Date
     ) async -> PushOutcome {
-        var attempts = 0
-        while true {
-            attempts += 1
-            let tracked = await sendTracked(request, credential: credential, environment: environment)
+        let policy = PushRetryPolicy(maxAttempts: configuration.maxAttempts, baseDelay: configuration.retryBaseDelay)
+        let outcome = await policy.run(deadline: deadline, clock: clock, sleep: sleep) { _ in
+            let tracked = await sendTracked(request, credential: credential, environment: environment, deadline: deadline)
             let attempt = tracked.attempt
             var disposition = Self.disposition(of: attempt, environmentIsCertain: environmentIsCertain)
             if disposition == .retry, attempt.reason == APNsReason.expiredProviderToken.description,
@@ -151,33 +153,32 @@ public final class APNsClient: Service, Sendable {
                 // minting again would only earn TooManyProviderTokenUpdates.
                 if await !tokens.reportExpired(sentToken, for: key) { disposition = .fixConfiguration }
             }
-            let backoff = Self.backoff(attempt: attempts, base: configuration.retryBaseDelay)
-            let retryFits = clock.now.addingTimeInterval(backoff.timeInterval) < deadline
-            if disposition != .retry || attempts >= configuration.maxAttempts || !retryFits {
-                let outcome = PushOutcome(
+            return PushRetryPolicy.Attempt(
+                outcome: PushOutcome(
                     disposition: disposition, status: attempt.status, reason: attempt.reason, providerID: attempt.apnsID,
-                    invalidSince: attempt.timestamp, latency: attempt.latency, attempts: attempts)
-                metrics.record(outcome, kind: request.kind)
-                return outcome
-            }
-            try? await sleep(backoff)
+                    invalidSince: attempt.timestamp, latency: attempt.latency))
         }
+        metrics.record(outcome, kind: request.kind)
+        return outcome
     }
 
     /// Sends one attempt and reports what came back, without retrying.
     public func send(_ request: APNsRequest, credential: APNsCredential, environment: PushEnvironment) async -> APNsAttempt {
-        await sendTracked(request, credential: credential, environment: environment).attempt
+        let deadline = clock.now.addingTimeInterval(configuration.requestTimeout.timeInterval)
+        return await sendTracked(request, credential: credential, environment: environment, deadline: deadline).attempt
     }
 
-    private func sendTracked(_ request: APNsRequest, credential: APNsCredential, environment: PushEnvironment) async -> TrackedAttempt {
+    private func sendTracked(
+        _ request: APNsRequest, credential: APNsCredential, environment: PushEnvironment, deadline: Date
+    ) async -> TrackedAttempt {
         let start = ContinuousClock.now
         func failure(_ reason: String) -> TrackedAttempt {
             TrackedAttempt(attempt: APNsAttempt(status: nil, reason: reason, apnsID: request.apnsID, timestamp: nil, latency: ContinuousClock.now - start))
         }
-        let connection: APNsConnection
+        let pool: HTTP2ConnectionPool
         var authorization: String?
         do {
-            connection = try pool(for: credential, environment: environment)
+            pool = try self.pool(for: credential, environment: environment)
             if case .token(let teamID, let keyID, let pem) = credential.authentication {
                 authorization = try await tokens.token(for: APNsSigningKey(teamID: teamID, keyID: keyID, privateKeyPEM: pem))
             }
@@ -191,12 +192,13 @@ public final class APNsClient: Service, Sendable {
         var headers = request.headers
         if let authorization { headers.append(("authorization", "bearer " + authorization)) }
         do {
-            let response = try await connection.post(
-                path: request.path, headers: headers, body: request.payload, timeout: TimeAmount(configuration.requestTimeout))
+            let response = try await pool.send(
+                HTTP2Request(path: request.path, headers: headers, body: request.payload),
+                timeout: TimeAmount(configuration.requestTimeout), deadline: NIODeadline(deadline, clock: clock))
             let latency = ContinuousClock.now - start
             metrics.recordLatency(latency, kind: request.kind)
             let status = response.status
-            let apnsID = response.apnsID ?? request.apnsID
+            let apnsID = response.headers.first(name: "apns-id") ?? request.apnsID
             guard status != 200 else {
                 return TrackedAttempt(attempt: APNsAttempt(status: 200, reason: nil, apnsID: apnsID, timestamp: nil, latency: latency))
             }
@@ -205,13 +207,17 @@ public final class APNsClient: Service, Sendable {
                 status: status, reason: error?.reason ?? "HTTP\(status)", apnsID: apnsID,
                 timestamp: error?.timestamp.map { Date(timeIntervalSince1970: $0 / 1000) }, latency: latency)
             return TrackedAttempt(attempt: attempt, sentToken: authorization)
-        } catch is APNsConnection.Timeout {
-            return failure("Timeout")
-        } catch is APNsConnection.ShutDown {
-            return failure("ClientShutDown")
         } catch {
-            logger.debug("APNs connection error", metadata: ["push.reason": "\(error)"])
-            return failure("ConnectionError")
+            switch error.kind {
+            case .timedOut, .queueDeadline: return failure("Timeout")
+            case .shutDown: return failure("ClientShutDown")
+            case .connectFailed:
+                logger.warning("cannot connect to APNs", metadata: ["push.reason": .string(error.detail)])
+                return failure("ConnectionError")
+            case .refused, .connectionLost:
+                logger.debug("APNs connection error", metadata: ["push.reason": .string(error.description)])
+                return failure("ConnectionError")
+            }
         }
     }
 
@@ -240,38 +246,31 @@ public final class APNsClient: Service, Sendable {
         return APNsDispositionRules.disposition(status: status, reason: attempt.reason.map(APNsReason.init), environmentIsCertain: environmentIsCertain)
     }
 
-    /// Full-jitter exponential back-off: uniformly 0…base·2^(attempt-1).
-    static func backoff(attempt: Int, base: Duration) -> Duration {
-        let ceiling = base * (1 << min(attempt - 1, 10))
-        return .nanoseconds(Int64.random(in: 0...max(1, ceiling.nanoseconds)))
-    }
-
     // MARK: Pools
 
-    private func pool(for credential: APNsCredential, environment: PushEnvironment) throws -> APNsConnection {
+    private func pool(for credential: APNsCredential, environment: PushEnvironment) throws -> HTTP2ConnectionPool {
         let key = PoolKey(environment: environment, authentication: credential.authentication)
-        let existing = try pools.withLock { pools -> APNsConnection? in
+        let existing = try pools.withLock { pools -> HTTP2ConnectionPool? in
             guard pools != nil else { throw ClientShutDown() }
             pools?[key]?.lastUsed = .now
-            return pools?[key]?.connection
+            return pools?[key]?.connections
         }
         if let existing { return existing }
-        let connection = try makeConnection(for: credential, environment: environment)
-        let winner = pools.withLock { pools -> APNsConnection? in
+        let created = try makePool(for: credential, environment: environment)
+        let winner = pools.withLock { pools -> HTTP2ConnectionPool? in
             guard pools != nil else { return nil }
-            if let existing = pools?[key]?.connection { return existing }
-            pools?[key] = Pool(connection: connection, lastUsed: .now)
-            return connection
+            if let existing = pools?[key]?.connections { return existing }
+            pools?[key] = Pool(connections: created, lastUsed: .now)
+            return created
         }
-        // A connection that lost the race never connected: it opens on first use.
+        // A pool that lost the race never connected: it opens connections on first use.
         guard let winner else { throw ClientShutDown() }
         return winner
     }
 
-    private func makeConnection(for credential: APNsCredential, environment: PushEnvironment) throws -> APNsConnection {
+    private func makePool(for credential: APNsCredential, environment: PushEnvironment) throws -> HTTP2ConnectionPool {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = ["h2"]
         if !extraTrustRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraTrustRoots)] }
         switch credential.authentication {
         case .token:
@@ -284,24 +283,36 @@ public final class APNsClient: Service, Sendable {
             tls.certificateChain = bundle.certificateChain.map { .certificate($0) }
             tls.privateKey = .privateKey(bundle.privateKey)
         }
-        guard let endpoint = URLComponents(string: configuration.endpoint(for: environment)), let host = endpoint.host else {
-            throw RingRelayError(.unavailable, code: "apns_endpoint_invalid", "The APNs endpoint \(configuration.endpoint(for: environment)) is not a URL.")
+        let url = configuration.endpoint(for: environment)
+        let endpoint: HTTP2Endpoint
+        do {
+            endpoint = try HTTP2Endpoint(url: url, tls: tls)
+        } catch let error as HTTP2Endpoint.InvalidURL {
+            throw RingRelayError(.unavailable, code: "apns_endpoint_invalid", "The APNs endpoint \(error.url) is not a URL.")
         }
         let metrics = self.metrics
-        let keepAlive = TimeAmount(self.configuration.keepAliveInterval)
         let environmentName = environment.rawValue
-        return APNsConnection(
-            host: host, port: endpoint.port ?? 443, sslContext: try NIOSSLContext(configuration: tls), connectTimeout: .seconds(10)
-        ) { channel in
-            metrics.connectionOpened(environment: environmentName)
-            channel.closeFuture.whenComplete { _ in metrics.connectionClosed(environment: environmentName) }
-            try APNsKeepAliveHandler.add(to: channel.pipeline.syncOperations, idleTime: keepAlive, onPing: { metrics.pingSent() })
-        }
+        var pool = HTTP2ConnectionPool.Configuration()
+        pool.maxConnections = configuration.maxConnections
+        pool.keepAliveInterval = TimeAmount(configuration.keepAliveInterval)
+        return HTTP2ConnectionPool(
+            endpoint: endpoint, configuration: pool,
+            observer: .init(
+                connectionOpened: { metrics.connectionOpened(environment: environmentName) },
+                connectionClosed: { metrics.connectionClosed(environment: environmentName) },
+                pingSent: { metrics.pingSent() }))
     }
 }
 
 extension TimeAmount {
     init(_ duration: Duration) {
         self = .nanoseconds(duration.nanoseconds)
+    }
+}
+
+extension NIODeadline {
+    /// The monotonic deadline that falls at `date` on `clock`.
+    init(_ date: Date, clock: any WallClock) {
+        self = .now() + .nanoseconds(Int64(max(0, date.timeIntervalSince(clock.now)) * 1e9))
     }
 }

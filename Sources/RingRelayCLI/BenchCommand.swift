@@ -29,26 +29,38 @@ struct BenchCommand: AsyncParsableCommand {
         @Option(help: "Pushes in flight at once (closed loop).") var concurrency = 200
         @Option(help: "Pushes per second to start (open loop); 0 = as fast as the concurrency allows.") var rate = 0
         @Option(help: "Payload size in bytes (at most 5120).") var payloadBytes = 256
+        @Option(help: "Push to this HTTP/2 server (an nginx, say) instead of the simulator, e.g. https://127.0.0.1:9443.")
+        var endpoint: String?
+        @Option(help: "PEM certificates to trust for --endpoint.") var caFile: String?
+        @Option(help: "Pushes sent before the measurement (opens the connections, mints the token).") var warmUp = 200
         @Flag(help: "Print the result as JSON.") var json = false
 
         func validate() throws {
-            guard count > 0, concurrency > 0, rate >= 0 else { throw ValidationError("count and concurrency must be positive.") }
+            guard count > 0, concurrency > 0, rate >= 0, warmUp >= 0 else { throw ValidationError("count and concurrency must be positive.") }
             guard (16...5120).contains(payloadBytes) else { throw ValidationError("--payload-bytes must be 16…5120.") }
+            if endpoint != nil, caFile == nil { throw ValidationError("--endpoint needs --ca-file, the certificate to trust.") }
         }
 
         func run() async throws {
-            let simulator = try APNsSimulator()
-            try await simulator.start()
+            let key = P256.Signing.PrivateKey()
             let directory = try TemporaryDirectory(prefix: "ringrelay-bench")
             defer { directory.remove() }
-            let caFile = directory.appending("apns-simulator.pem")
-            try simulator.writeCertificate(toFile: caFile)
-            let key = P256.Signing.PrivateKey()
-            simulator.registerSigningKey(teamID: "BENCH12345", keyID: "BENCHKEY01", publicKey: key.publicKey, topics: ["com.example.bench"])
+            var simulator: APNsSimulator?
             var configuration = APNsConfiguration()
-            configuration.productionEndpoint = simulator.url
-            configuration.sandboxEndpoint = simulator.url
-            configuration.extraTrustRootsFile = caFile
+            if let endpoint, let caFile {
+                configuration.productionEndpoint = endpoint
+                configuration.extraTrustRootsFile = caFile
+            } else {
+                let started = try APNsSimulator()
+                try await started.start()
+                let caFile = directory.appending("apns-simulator.pem")
+                try started.writeCertificate(toFile: caFile)
+                started.registerSigningKey(teamID: "BENCH12345", keyID: "BENCHKEY01", publicKey: key.publicKey, topics: ["com.example.bench"])
+                configuration.productionEndpoint = started.url
+                configuration.extraTrustRootsFile = caFile
+                simulator = started
+            }
+            configuration.sandboxEndpoint = configuration.productionEndpoint
             let client = try APNsClient(
                 configuration: configuration, clock: SystemWallClock(), logger: Logger(label: "bench"), metricsFactory: NOOPMetricsHandler.instance)
             let credential = APNsCredential(
@@ -58,15 +70,15 @@ struct BenchCommand: AsyncParsableCommand {
             let tokens = (0..<1000).map { seed in (0..<32).map { String(format: "%02x", ($0 &* 31 &+ seed) & 0xFF) }.joined() }
 
             // Warm up: open the connection and mint the provider token outside the measurement.
-            for index in 0..<200 { _ = await Self.push(client, credential, tokens[index % tokens.count], payload) }
-            simulator.reset()
+            for index in 0..<warmUp { _ = await Self.push(client, credential, tokens[index % tokens.count], payload) }
+            simulator?.reset()
 
             let load = LoadGenerator(count: count, concurrency: concurrency, rate: rate)
             let (elapsed, tally) = try await load.run { index in
                 await Self.push(client, credential, tokens[index % tokens.count], payload).disposition == .delivered
             }
             await client.shutdown()
-            try await simulator.shutdown()
+            try await simulator?.shutdown()
             let result = BenchResult(load: load, elapsed: elapsed, tally: tally, payloadBytes: payload.count)
             try emit(result, summary: result.summary, json: json)
         }

@@ -156,26 +156,6 @@ import Testing
     }
 }
 
-@Suite struct APNsKeepAliveTests {
-    @Test func idleConnectionGetsAPing() throws {
-        let pings = Counter()
-        let channel = EmbeddedChannel(handler: APNsKeepAliveHandler(onPing: { pings.increment() }))
-        channel.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.all)
-        let frame = try #require(try channel.readOutbound(as: HTTP2Frame.self))
-        #expect(frame.streamID == .rootStream)
-        guard case .ping(_, let ack) = frame.payload else {
-            Issue.record("expected a PING frame, got \(frame.payload)")
-            return
-        }
-        #expect(!ack)
-        #expect(pings.value == 1)
-        // Other events pass through untouched.
-        channel.pipeline.fireUserInboundEventTriggered(IdleStateHandler.IdleStateEvent.read)
-        #expect(try channel.readOutbound(as: HTTP2Frame.self) == nil)
-        _ = try channel.finish()
-    }
-}
-
 /// A thread-safe tally for callbacks.
 final class Counter: Sendable {
     private let count = Synchronization.Mutex(0)

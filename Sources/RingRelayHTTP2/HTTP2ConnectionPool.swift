@@ -1,0 +1,356 @@
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// HTTP/2 connections to one endpoint, shared by every request to it, that keep to what the
+/// server allows.
+///
+/// - **Stream limits.** A stream is opened only while its connection has room under the peer's
+///   current `SETTINGS_MAX_CONCURRENT_STREAMS` (none before the peer's first SETTINGS; lowered
+///   or raised whenever the peer says so). Requests beyond that wait in one FIFO queue, each until
+///   its own deadline at most; nothing waits inside NIO.
+/// - **More connections for volume.** When every connection is full and requests wait, another
+///   connection opens, up to ``Configuration-swift.struct/maxConnections`` — but only once each
+///   connection has answered once, since APNs allows one stream until its first answer and would
+///   otherwise be sent a burst of connections at start.
+/// - **Exactly once.** A stream the server did not process (`REFUSED_STREAM`, above a GOAWAY's
+///   last stream id, or never opened) is sent again at once on a connection with room; a
+///   connection that sends GOAWAY takes no new streams and is replaced. A request that may have
+///   been processed (timeout, connection lost) is never resent here: the caller decides.
+///
+/// ```swift
+/// let pool = HTTP2ConnectionPool(endpoint: try HTTP2Endpoint(url: "https://api.push.apple.com", tls: tls))
+/// let response = try await pool.send(request, timeout: .seconds(10), deadline: .now() + .seconds(30))
+/// ```
+public final class HTTP2ConnectionPool: Sendable {
+    /// How many connections and streams.
+    public struct Configuration: Sendable {
+        /// Connections opened at most (APNs suggests several for volume).
+        public var maxConnections = 4
+        /// Streams per connection at most, even where the server allows more.
+        public var maxStreamsPerConnection = 1000
+        /// TCP connect timeout (TLS and the HTTP/2 preface then share the request's deadline).
+        public var connectTimeout: TimeAmount = .seconds(10)
+        /// A connection idle this long is PINGed; `nil` for never.
+        public var keepAliveInterval: TimeAmount? = .hours(1)
+        /// How often one request is sent again after the server refused it unprocessed.
+        public var maxRefusals = 8
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// Hooks for connection metrics.
+    public struct Observer: Sendable {
+        /// A connection opened.
+        public var connectionOpened: @Sendable () -> Void = {}
+        /// A connection closed.
+        public var connectionClosed: @Sendable () -> Void = {}
+        /// A keep-alive PING was sent.
+        public var pingSent: @Sendable () -> Void = {}
+
+        /// No hooks.
+        public init() {}
+
+        /// The given hooks.
+        public init(
+            connectionOpened: @escaping @Sendable () -> Void, connectionClosed: @escaping @Sendable () -> Void,
+            pingSent: @escaping @Sendable () -> Void
+        ) {
+            self.connectionOpened = connectionOpened
+            self.connectionClosed = connectionClosed
+            self.pingSent = pingSent
+        }
+    }
+
+    /// The pool's state at one moment (for tests and diagnostics).
+    public struct Snapshot: Sendable, Hashable {
+        /// Open connections, going-away ones included.
+        public var connections: Int
+        /// Connections being opened.
+        public var connecting: Int
+        /// Streams open over all connections.
+        public var activeStreams: Int
+        /// Requests waiting for a stream.
+        public var queued: Int
+        /// Each open connection's stream limit.
+        public var limits: [Int]
+    }
+
+    private struct Waiter {
+        var id: UInt64
+        var request: HTTP2Request
+        var timeout: TimeAmount
+        var deadline: NIODeadline
+        var refusals: Int
+        var promise: EventLoopPromise<HTTP2Response>
+        /// Fails the waiter at its deadline while it is queued.
+        var expiry: Scheduled<Void>?
+    }
+
+    private struct Slot {
+        var connection: HTTP2PoolConnection
+        var active = 0
+        /// The peer's stream limit (capped); 0 until its first SETTINGS.
+        var limit = 0
+        var ready = false
+        var goingAway = false
+        /// Whether a stream on it has been answered (APNs raises its limit after the first).
+        var answered = false
+
+        var hasRoom: Bool { ready && !goingAway && active < limit }
+    }
+
+    private struct State {
+        var slots: [ObjectIdentifier: Slot] = [:]
+        var connecting = 0
+        var waiters = CircularBuffer<Waiter>()
+        var nextID: UInt64 = 0
+        var shutDown = false
+    }
+
+    /// What to do once the lock is released.
+    private struct Actions {
+        var starts: [(Waiter, HTTP2PoolConnection)] = []
+        var failures: [(Waiter, HTTP2Failure)] = []
+        var connect = false
+    }
+
+    private let endpoint: HTTP2Endpoint
+    private let configuration: Configuration
+    private let observer: Observer
+    private let group: any EventLoopGroup
+    private let state = Mutex(State())
+
+    /// Creates a pool; connections open on first use.
+    public init(
+        endpoint: HTTP2Endpoint, configuration: Configuration = .init(), observer: Observer = .init(),
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        self.endpoint = endpoint
+        self.configuration = configuration
+        self.observer = observer
+        self.group = group
+    }
+
+    /// Sends `request` and waits for the complete answer.
+    ///
+    /// - Parameters:
+    ///   - timeout: how long the stream may wait for its answer once it is open.
+    ///   - deadline: no stream opens after this; a request still queued then fails with ``HTTP2Failure/Kind-swift.enum/queueDeadline``.
+    /// - Throws: ``HTTP2Failure``, which says whether the server may have processed the request.
+    public func send(_ request: HTTP2Request, timeout: TimeAmount, deadline: NIODeadline) async throws(HTTP2Failure) -> HTTP2Response {
+        let promise = group.any().makePromise(of: HTTP2Response.self)
+        let actions = state.withLock { state -> Actions in
+            state.nextID &+= 1
+            let waiter = Waiter(id: state.nextID, request: request, timeout: timeout, deadline: deadline, refusals: 0, promise: promise)
+            guard !state.shutDown else { return Actions(failures: [(waiter, HTTP2Failure(.shutDown))]) }
+            state.waiters.append(waiter)
+            let actions = dispatch(&state)
+            if state.waiters.last?.id == waiter.id { scheduleExpiry(ofLast: &state) }
+            return actions
+        }
+        run(actions)
+        do {
+            return try await promise.futureResult.get()
+        } catch let failure as HTTP2Failure {
+            throw failure
+        } catch {
+            throw HTTP2Failure(.connectionLost, detail: String(describing: error))
+        }
+    }
+
+    /// The pool's state now.
+    public var snapshot: Snapshot {
+        state.withLock { state in
+            Snapshot(
+                connections: state.slots.count, connecting: state.connecting, activeStreams: state.slots.values.reduce(0) { $0 + $1.active },
+                queued: state.waiters.count, limits: state.slots.values.map(\.limit).sorted())
+        }
+    }
+
+    /// Fails queued requests, closes every connection and waits until they are closed; later
+    /// requests fail with ``HTTP2Failure/Kind-swift.enum/shutDown``.
+    public func shutdown() async {
+        let (waiters, connections) = state.withLock { state in
+            state.shutDown = true
+            defer { state.waiters.removeAll() }
+            return (Array(state.waiters), state.slots.values.map(\.connection))
+        }
+        for waiter in waiters {
+            waiter.expiry?.cancel()
+            waiter.promise.fail(HTTP2Failure(.shutDown))
+        }
+        for connection in connections {
+            connection.close()
+            try? await connection.channel.closeFuture.get()
+        }
+    }
+
+    // MARK: Dispatching
+
+    /// Gives queued requests the streams that are free, in order, and decides whether another
+    /// connection is needed. Call with the lock held; run the result with ``run(_:)`` after.
+    private func dispatch(_ state: inout State) -> Actions {
+        var actions = Actions()
+        while !state.waiters.isEmpty {
+            // The connection with the most room, so load spreads over connections (and event loops).
+            var best: (key: ObjectIdentifier, room: Int)?
+            for (key, slot) in state.slots where slot.hasRoom {
+                let room = slot.limit - slot.active
+                if room > best?.room ?? 0 { best = (key, room) }
+            }
+            guard let best else { break }
+            var waiter = state.waiters.removeFirst()
+            waiter.expiry?.cancel()
+            waiter.expiry = nil
+            if waiter.deadline < .now() {
+                actions.failures.append((waiter, HTTP2Failure(.queueDeadline)))
+                continue
+            }
+            state.slots[best.key]!.active += 1
+            actions.starts.append((waiter, state.slots[best.key]!.connection))
+        }
+        guard !state.waiters.isEmpty, !state.shutDown, state.connecting == 0 else { return actions }
+        let usable = state.slots.values.filter { !$0.goingAway }
+        let allBusy = usable.allSatisfy { $0.ready && $0.answered && !$0.hasRoom }
+        if usable.count < configuration.maxConnections, usable.isEmpty || allBusy {
+            state.connecting += 1
+            actions.connect = true
+        }
+        return actions
+    }
+
+    /// A queued request fails at its deadline rather than waiting for a stream that may never come.
+    private func scheduleExpiry(ofLast state: inout State) {
+        let index = state.waiters.index(before: state.waiters.endIndex)
+        scheduleExpiry(at: index, &state)
+    }
+
+    private func scheduleExpiry(ofFirst state: inout State) {
+        scheduleExpiry(at: state.waiters.startIndex, &state)
+    }
+
+    private func scheduleExpiry(at index: CircularBuffer<Waiter>.Index, _ state: inout State) {
+        let id = state.waiters[index].id
+        let loop = state.waiters[index].promise.futureResult.eventLoop
+        state.waiters[index].expiry = loop.scheduleTask(deadline: state.waiters[index].deadline) { [weak self] in self?.expire(id) }
+    }
+
+    private func run(_ actions: Actions) {
+        for (waiter, failure) in actions.failures { waiter.promise.fail(failure) }
+        for (waiter, connection) in actions.starts { start(waiter, on: connection) }
+        if actions.connect { connect() }
+    }
+
+    private func start(_ waiter: Waiter, on connection: HTTP2PoolConnection) {
+        let id = ObjectIdentifier(connection)
+        let result = connection.channel.eventLoop.makePromise(of: HTTP2StreamResult.self)
+        result.futureResult.whenSuccess { [weak self] outcome in self?.streamEnded(waiter, outcome, on: id) }
+        connection.start(waiter.request, timeout: waiter.timeout, promise: result) { [weak self] in self?.streamClosed(on: id) }
+    }
+
+    private func streamEnded(_ waiter: Waiter, _ result: HTTP2StreamResult, on id: ObjectIdentifier) {
+        switch result {
+        case .response(let response):
+            state.withLock { $0.slots[id]?.answered = true }
+            waiter.promise.succeed(response)
+        case .failed(let failure):
+            waiter.promise.fail(failure)
+        case .refused:
+            // Not processed: send it again at once, first in line, on whichever connection has room.
+            var again = waiter
+            again.refusals += 1
+            guard again.refusals <= configuration.maxRefusals else {
+                waiter.promise.fail(HTTP2Failure(.refused, detail: "refused unprocessed \(again.refusals) times"))
+                return
+            }
+            let actions = state.withLock { state -> Actions in
+                guard !state.shutDown else { return Actions(failures: [(again, HTTP2Failure(.shutDown))]) }
+                state.waiters.prepend(again)
+                let actions = dispatch(&state)
+                if state.waiters.first?.id == again.id { scheduleExpiry(ofFirst: &state) }
+                return actions
+            }
+            run(actions)
+        }
+    }
+
+    /// A stream's channel closed: its slot is free (NIO counts it closed by now too).
+    private func streamClosed(on id: ObjectIdentifier) {
+        let (actions, closing) = state.withLock { state -> (Actions, HTTP2PoolConnection?) in
+            state.slots[id]?.active -= 1
+            // A connection going away closes once its last stream is done.
+            let closing = state.slots[id].flatMap { $0.goingAway && $0.active == 0 ? $0.connection : nil }
+            return (dispatch(&state), closing)
+        }
+        closing?.close()
+        run(actions)
+    }
+
+    private func expire(_ id: UInt64) {
+        let expired = state.withLock { state -> Waiter? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index)
+        }
+        expired?.promise.fail(HTTP2Failure(.queueDeadline, detail: "no stream was free before the deadline"))
+    }
+
+    // MARK: Connections
+
+    private func connect() {
+        let keepAlive = configuration.keepAliveInterval
+        let observer = self.observer
+        HTTP2PoolConnection.connect(
+            to: endpoint, on: group.next(), connectTimeout: configuration.connectTimeout, keepAlive: keepAlive,
+            onOpen: { [weak self] connection in
+                observer.connectionOpened()
+                self?.state.withLock { state in
+                    state.connecting -= 1
+                    state.slots[ObjectIdentifier(connection)] = Slot(connection: connection)
+                }
+            },
+            onPing: observer.pingSent,
+            onEvent: { [weak self] id, event in self?.handle(event, on: id) }
+        ).whenFailure { [weak self] error in self?.connectFailed(error) }
+    }
+
+    private func connectFailed(_ error: any Error) {
+        let failure = HTTP2Failure(.connectFailed, detail: String(describing: error))
+        let (failed, actions) = state.withLock { state -> ([Waiter], Actions) in
+            state.connecting -= 1
+            // With no connection at all, waiting would only end at each deadline: fail now.
+            guard state.slots.isEmpty else { return ([], dispatch(&state)) }
+            defer { state.waiters.removeAll() }
+            return (Array(state.waiters), Actions())
+        }
+        for waiter in failed {
+            waiter.expiry?.cancel()
+            waiter.promise.fail(failure)
+        }
+        run(actions)
+    }
+
+    private func handle(_ event: HTTP2PoolConnection.Event, on id: ObjectIdentifier) {
+        let (actions, closing) = state.withLock { state -> (Actions, HTTP2PoolConnection?) in
+            var closing: HTTP2PoolConnection?
+            switch event {
+            case .settings(let limit):
+                if let limit { state.slots[id]?.limit = min(limit, configuration.maxStreamsPerConnection) }
+                if state.slots[id]?.ready == false {
+                    state.slots[id]?.ready = true
+                    // No limit in the first SETTINGS means none from the peer: ours applies.
+                    if limit == nil { state.slots[id]?.limit = configuration.maxStreamsPerConnection }
+                }
+            case .goAway:
+                state.slots[id]?.goingAway = true
+                if state.slots[id]?.active == 0 { closing = state.slots[id]?.connection }
+            case .closed:
+                if state.slots.removeValue(forKey: id) != nil { observer.connectionClosed() }
+            }
+            return (dispatch(&state), closing)
+        }
+        closing?.close()
+        run(actions)
+    }
+}
