@@ -4,7 +4,9 @@ import Logging
 import Metrics
 import NIOCore
 import NIOHTTP1
+import NIOHPACK
 import NIOSSL
+import RingRelayHTTP2
 import RingRelayCore
 import ServiceLifecycle
 import Synchronization
@@ -28,8 +30,10 @@ public struct FCMAttempt: Sendable, Hashable {
     public var latency: Duration
 }
 
-/// RingRelay's FCM HTTP v1 client: one AsyncHTTPClient for every account, HTTP/2 when the server
-/// offers it, so messages share connections; access tokens from one ``FCMTokenManager``.
+/// RingRelay's FCM HTTP v1 client: messages of every account share one ``HTTP2ConnectionPool``
+/// to the FCM endpoint (the same HTTP/2 layer as APNs: stream limits kept, refused streams resent,
+/// more connections for volume); access tokens from one ``FCMTokenManager``, whose OAuth
+/// exchanges go through an AsyncHTTPClient (each service account names its own token endpoint).
 ///
 /// Run it as a `Service`: on shutdown it closes its connections after in-flight sends end; sends
 /// after that fail with `ClientShutDown` (dropped) instead of opening a connection nobody would close.
@@ -44,7 +48,10 @@ public final class FCMClient: Service, Sendable {
     private let clock: any WallClock
     private let logger: Logger
     private let metrics: FCMMetrics
+    /// For the OAuth token endpoints.
     private let transport: FCMTransport
+    /// For messages.
+    private let pool: HTTP2ConnectionPool
     /// Internal so tests can wait for a background refresh.
     let tokens: FCMTokenManager
     private let sleep: @Sendable (Duration) async throws -> Void
@@ -79,6 +86,18 @@ public final class FCMClient: Service, Sendable {
         }
         let transport = FCMTransport(extraTrustRoots: extraTrustRoots, logger: logger)
         self.transport = transport
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if !extraTrustRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraTrustRoots)] }
+        let endpoint: HTTP2Endpoint
+        do {
+            endpoint = try HTTP2Endpoint(url: configuration.endpoint, tls: tls)
+        } catch let error as HTTP2Endpoint.InvalidURL {
+            throw RingRelayError(.unavailable, code: "fcm_endpoint_invalid", "The FCM endpoint \(error.url) is not a URL.")
+        }
+        var poolConfiguration = HTTP2ConnectionPool.Configuration()
+        poolConfiguration.maxConnections = configuration.maxConnections
+        pool = HTTP2ConnectionPool(endpoint: endpoint, configuration: poolConfiguration)
         let timeout = configuration.requestTimeout
         self.tokens = FCMTokenManager(
             clock: clock, refreshMargin: configuration.tokenRefreshMargin, rejectionHoldOff: configuration.rejectedAccountHoldOff,
@@ -95,8 +114,9 @@ public final class FCMClient: Service, Sendable {
         await shutdown()
     }
 
-    /// Closes the connections, waiting for in-flight sends. Later sends fail with `ClientShutDown`.
+    /// Closes the connections. Later sends fail with `ClientShutDown`.
     public func shutdown() async {
+        await pool.shutdown()
         await transport.shutdown()
     }
 
@@ -112,10 +132,9 @@ public final class FCMClient: Service, Sendable {
     ///   - credential: the account's service account.
     ///   - deadline: no attempt starts after this (the ring's end).
     public func push(_ request: FCMRequest, credential: FCMCredential, deadline: Date) async -> PushOutcome {
-        var attempts = 0
-        while true {
-            attempts += 1
-            let tracked = await sendTracked(request, credential: credential)
+        let policy = PushRetryPolicy(maxAttempts: configuration.maxAttempts, baseDelay: configuration.retryBaseDelay)
+        let outcome = await policy.run(deadline: deadline, clock: clock, sleep: sleep) { _ in
+            let tracked = await sendTracked(request, credential: credential, deadline: deadline)
             let attempt = tracked.attempt
             var disposition = attempt.disposition
             if attempt.status == 401, tracked.errorCode == nil, let sentToken = tracked.sentToken {
@@ -123,25 +142,23 @@ public final class FCMClient: Service, Sendable {
                 // under a minute ago means the account itself is refused: report, don't mint again.
                 disposition = await tokens.reportRejected(sentToken, for: credential) ? .retry : .fixConfiguration
             }
-            let wait = (attempt.retryAfter ?? .zero) + Self.backoff(attempt: attempts, base: configuration.retryBaseDelay)
-            let retryFits = clock.now.addingTimeInterval(wait.timeInterval) < deadline
-            if disposition != .retry || attempts >= configuration.maxAttempts || !retryFits {
-                let outcome = PushOutcome(
+            return PushRetryPolicy.Attempt(
+                outcome: PushOutcome(
                     disposition: disposition, status: attempt.status, reason: attempt.reason, providerID: attempt.messageName,
-                    latency: attempt.latency, attempts: attempts)
-                metrics.record(outcome)
-                return outcome
-            }
-            try? await sleep(wait)
+                    latency: attempt.latency),
+                retryAfter: attempt.retryAfter)
         }
+        metrics.record(outcome)
+        return outcome
     }
 
     /// Sends one attempt and reports what came back, without retrying.
     public func send(_ request: FCMRequest, credential: FCMCredential) async -> FCMAttempt {
-        await sendTracked(request, credential: credential).attempt
+        await sendTracked(request, credential: credential, deadline: clock.now.addingTimeInterval(configuration.requestTimeout.timeInterval))
+            .attempt
     }
 
-    private func sendTracked(_ request: FCMRequest, credential: FCMCredential) async -> TrackedAttempt {
+    private func sendTracked(_ request: FCMRequest, credential: FCMCredential, deadline: Date) async -> TrackedAttempt {
         let start = ContinuousClock.now
         func failure(_ reason: String, _ disposition: PushDisposition, message: String? = nil) -> TrackedAttempt {
             TrackedAttempt(
@@ -149,45 +166,49 @@ public final class FCMClient: Service, Sendable {
                     status: nil, reason: reason, message: message, disposition: disposition, messageName: nil, retryAfter: nil,
                     latency: ContinuousClock.now - start))
         }
-        guard let client = transport.client() else { return failure("ClientShutDown", .drop, message: "the FCM client is shut down") }
         let token: FCMAccessToken
         do {
             token = try await tokens.token(for: credential)
         } catch {
             return failure(error.reason, error.disposition, message: error.detail)
         }
-
-        var http = HTTPClientRequest(url: configuration.sendURL(projectID: credential.projectID))
-        http.method = .POST
-        http.headers.add(name: "content-type", value: "application/json; charset=UTF-8")
-        http.headers.add(name: "authorization", value: "Bearer " + token.value)
-        http.body = .bytes(ByteBuffer(bytes: request.body))
+        let http = HTTP2Request(
+            path: configuration.sendPath(projectID: credential.projectID),
+            headers: [("content-type", "application/json; charset=UTF-8"), ("authorization", "Bearer " + token.value)],
+            body: request.body)
         let sent = ContinuousClock.now
         do {
-            let response = try await client.execute(http, timeout: TimeAmount(configuration.requestTimeout))
-            let body = try await response.body.collect(upTo: 64 * 1024)
+            let response = try await pool.send(
+                http, timeout: TimeAmount(configuration.requestTimeout),
+                deadline: .now() + .nanoseconds(Int64(max(0, deadline.timeIntervalSince(clock.now)) * 1e9)))
             let latency = ContinuousClock.now - sent
             metrics.recordLatency(latency)
-            let status = Int(response.status.code)
+            let status = response.status
             if (200..<300).contains(status) {
-                let name = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any])?["name"] as? String
+                let name = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["name"] as? String
                 return TrackedAttempt(
                     attempt: FCMAttempt(
                         status: status, reason: nil, message: nil, disposition: .delivered, messageName: name, retryAfter: nil,
                         latency: latency),
                     sentToken: token.value)
             }
-            let error = FCMErrorBody(json: Data(body.readableBytesView))
+            let error = FCMErrorBody(json: Data(response.body))
             let attempt = FCMAttempt(
                 status: status, reason: error?.reason(httpStatus: status) ?? "HTTP\(status)", message: error?.message,
                 disposition: FCMDispositionRules.disposition(status: status, error: error), messageName: nil,
                 retryAfter: Self.retryAfter(response.headers.first(name: "retry-after"), now: clock.now), latency: latency)
             return TrackedAttempt(attempt: attempt, sentToken: token.value, errorCode: error?.errorCode)
-        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
-            return failure("Timeout", .retry)
         } catch {
-            logger.debug("FCM connection error", metadata: ["push.reason": "\(error)"])
-            return failure("ConnectionError", .retry)
+            switch error.kind {
+            case .timedOut, .queueDeadline: return failure("Timeout", .retry)
+            case .shutDown: return failure("ClientShutDown", .drop, message: "the FCM client is shut down")
+            case .connectFailed:
+                logger.warning("cannot connect to FCM", metadata: ["push.reason": .string(error.detail)])
+                return failure("ConnectionError", .retry)
+            case .refused, .connectionLost:
+                logger.debug("FCM connection error", metadata: ["push.reason": .string(error.description)])
+                return failure("ConnectionError", .retry)
+            }
         }
     }
 
@@ -196,12 +217,6 @@ public final class FCMClient: Service, Sendable {
         var attempt: FCMAttempt
         var sentToken: String?
         var errorCode: FCMErrorCode?
-    }
-
-    /// Full-jitter exponential back-off: uniformly 0…base·2^(attempt-1).
-    static func backoff(attempt: Int, base: Duration) -> Duration {
-        let ceiling = base * (1 << min(attempt - 1, 10))
-        return .nanoseconds(Int64.random(in: 0...max(1, ceiling.nanoseconds)))
     }
 
     /// `Retry-After` as seconds or an HTTP date, capped at an hour; `nil` when absent or unreadable.
@@ -217,7 +232,7 @@ public final class FCMClient: Service, Sendable {
     }
 }
 
-/// The one AsyncHTTPClient of an ``FCMClient``, created at the first send and closed once.
+/// The AsyncHTTPClient an ``FCMClient`` exchanges OAuth assertions with, created at the first exchange and closed once.
 final class FCMTransport: Sendable {
     private enum State {
         case idle
@@ -264,8 +279,6 @@ final class FCMTransport: Sendable {
         tls.minimumTLSVersion = .tlsv12
         if !extraTrustRoots.isEmpty { tls.additionalTrustRoots = [.certificates(extraTrustRoots)] }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
-        // HTTP/2 when ALPN offers it (Google does): many messages share one connection as streams.
-        configuration.httpVersion = .automatic
         configuration.decompression = .disabled
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool = .init(idleTimeout: .seconds(300))

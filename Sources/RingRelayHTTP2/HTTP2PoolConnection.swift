@@ -4,6 +4,7 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import Synchronization
 
 /// One HTTP/2 connection of a pool: the channel, its stream multiplexer, and the connection-level
 /// frames the pool acts on (the peer's SETTINGS and GOAWAY).
@@ -12,13 +13,16 @@ final class HTTP2PoolConnection: Sendable {
     enum Event: Sendable {
         /// The peer's SETTINGS: its stream limit now (`nil` when the frame does not set it).
         case settings(maxConcurrentStreams: Int?)
-        /// The peer is going away; streams above `lastStreamID` were not processed (NIO fails them as refused).
-        case goAway
+        /// The peer is going away; streams above `lastStreamID` were not processed.
+        case goAway(lastStreamID: Int32)
         /// The connection closed.
         case closed
     }
 
     let channel: any Channel
+    /// The last stream id of the peer's GOAWAY (`Int32.max` until one comes): streams above it
+    /// were not processed, however they end.
+    let goAwayLastStreamID = Atomic<Int32>(.max)
     private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
     /// `host[:port]`, the `:authority` of every request.
     private let authority: String
@@ -79,7 +83,11 @@ final class HTTP2PoolConnection: Sendable {
                     inboundStreamInitializer: { stream in stream.close() })
                 let connection = HTTP2PoolConnection(channel: channel, multiplexer: multiplexer, authority: endpoint.authority)
                 let id = ObjectIdentifier(connection)
-                try sync.addHandler(HTTP2ConnectionWatcher { onEvent(id, $0) })
+                try sync.addHandler(
+                    HTTP2ConnectionWatcher { event in
+                        if case .goAway(let last) = event { connection.goAwayLastStreamID.store(last, ordering: .relaxed) }
+                        onEvent(id, event)
+                    })
                 if let keepAlive { try HTTP2KeepAliveHandler.add(to: sync, idleTime: keepAlive, onPing: onPing) }
                 // Registered before any frame is read, so the pool knows the connection when its SETTINGS arrive.
                 onOpen(connection)
@@ -106,7 +114,9 @@ final class HTTP2PoolConnection: Sendable {
         multiplexer.createStreamChannel { stream in
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandler(
-                    HTTP2StreamHandler(headers: fields, body: body, timeout: timeout, promise: promise))
+                    HTTP2StreamHandler(
+                        headers: fields, body: body, timeout: timeout, promise: promise,
+                        notProcessed: { [weak self] id in Int32(Int(id)) > self?.goAwayLastStreamID.load(ordering: .relaxed) ?? .max }))
             }
         }.whenComplete { result in
             switch result {
@@ -190,8 +200,8 @@ private final class HTTP2ConnectionWatcher: ChannelInboundHandler {
             // NIO has applied (and acknowledged) these before passing them on.
             let limit = settings.last { $0.parameter == .maxConcurrentStreams }?.value
             onEvent(.settings(maxConcurrentStreams: limit))
-        case .goAway:
-            onEvent(.goAway)
+        case .goAway(let lastStreamID, _, _):
+            onEvent(.goAway(lastStreamID: Int32(Int(lastStreamID))))
         default:
             break
         }

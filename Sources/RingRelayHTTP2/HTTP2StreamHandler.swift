@@ -37,10 +37,20 @@ final class HTTP2StreamHandler: ChannelDuplexHandler {
     private var responseHeaders = HPACKHeaders()
     private var responseBody: [UInt8] = []
     private var sent = false
+    /// Whether the HEADERS reached the connection; before that, nothing can have been processed.
+    private var headersWritten = false
     private var done = false
     private var timer: Scheduled<Void>?
 
-    init(headers: HPACKHeaders, body: [UInt8], timeout: TimeAmount, promise: EventLoopPromise<HTTP2StreamResult>) {
+    /// Whether the connection knows this stream was not processed (it is above a GOAWAY's last stream id).
+    private let notProcessed: (HTTP2StreamID) -> Bool
+    private var streamID: HTTP2StreamID?
+
+    init(
+        headers: HPACKHeaders, body: [UInt8], timeout: TimeAmount, promise: EventLoopPromise<HTTP2StreamResult>,
+        notProcessed: @escaping (HTTP2StreamID) -> Bool
+    ) {
+        self.notProcessed = notProcessed
         self.headers = headers
         self.body = body
         self.timeout = timeout
@@ -66,7 +76,19 @@ final class HTTP2StreamHandler: ChannelDuplexHandler {
             // Closing the stream channel resets the stream (CANCEL), which frees its slot.
             context.close(promise: nil)
         }
-        context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
+        // If the HEADERS never go out (the connection closed, or a GOAWAY came first), the server
+        // cannot have seen the request: it is refused, free to send again.
+        let written = context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.whenComplete { result in
+            switch result {
+            case .success:
+                let (handler, context) = bound.value
+                handler.headersWritten = true
+                handler.streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
+            case .failure: bound.value.0.finish(.refused)
+            }
+        }
+        context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: written)
         let buffer = context.channel.allocator.buffer(bytes: body)
         context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
     }
@@ -99,13 +121,13 @@ final class HTTP2StreamHandler: ChannelDuplexHandler {
         if let closed = error as? NIOHTTP2Errors.StreamClosed {
             ended(by: closed.errorCode)
         } else {
-            finish(.failed(HTTP2Failure(.connectionLost, detail: String(describing: error))))
+            lost(error is NIOHTTP2Errors.CreatedStreamAfterGoaway ? "opened after GOAWAY" : String(describing: error))
         }
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        finish(.failed(HTTP2Failure(.connectionLost, detail: "the connection closed before the answer")))
+        lost("the connection closed before the answer")
         context.fireChannelInactive()
     }
 
@@ -113,7 +135,17 @@ final class HTTP2StreamHandler: ChannelDuplexHandler {
         if code == .refusedStream {
             finish(.refused)
         } else {
-            finish(.failed(HTTP2Failure(.connectionLost, detail: "stream reset (\(code))")))
+            lost("stream reset (\(code))")
+        }
+    }
+
+    /// The stream ended without an answer: refused if the server cannot have processed it (the
+    /// HEADERS never left, or it is above a GOAWAY's last stream id), else unknown.
+    private func lost(_ detail: String) {
+        if !headersWritten || streamID.map(notProcessed) == true {
+            finish(.refused)
+        } else {
+            finish(.failed(HTTP2Failure(.connectionLost, detail: detail)))
         }
     }
 

@@ -90,7 +90,7 @@ class Request:
             self.h.setdefault(name, value)
         self.method, self.path = self.h.get(":method"), self.h.get(":path", "")
         self.body = bytearray()
-        self.task = None
+        self.task = self.status = self.answer_body = None
         self.token = self.project = None
         if m := APNS_PATH.fullmatch(self.path):
             self.kind, self.token = "apns", m.group(1)
@@ -210,10 +210,10 @@ class StrictH2Connection(asyncio.Protocol):
         self.inbuf, self.preface_seen = bytearray(), False
         self.active = {}              # stream id -> Request: streams counting against the limit
         self.reset_by_us = set()      # streams we reset; their DATA is ignored
-        self.tasks = set()
-        self.window_open = asyncio.Event()
-        self.sent_limits = collections.deque()  # MAX_CONCURRENT_STREAMS values not yet ACKed
+        self.tasks, self.blocked = set(), []   # delayed answers; bodies waiting for window
+        self.sent_limits = collections.deque()  # (MAX_CONCURRENT_STREAMS, read_no) not yet ACKed
         self.acked_limit = None       # None: client hasn't ACKed our first SETTINGS (RFC: unlimited)
+        self.read_no = self.closed_this_read = 0
         self.new_streams = self.processed = self.max_processed_id = 0
         self.goaway_last_id = None
 
@@ -235,7 +235,7 @@ class StrictH2Connection(asyncio.Protocol):
         self.h2.local_settings = Settings(client=False, initial_values={**H2_SETTINGS_BASE, MCS: 1})
         self.h2.initiate_connection()
         self.h2.local_settings = Settings(client=False, initial_values={**H2_SETTINGS_BASE, MCS: 2**31 - 1})
-        self.sent_limits.append(1)
+        self.sent_limits.append((1, self.read_no))
         if self.opts.strict_preface:
             self.acked_limit = 1
         self.flush()
@@ -290,8 +290,11 @@ class StrictH2Connection(asyncio.Protocol):
         if self.closed:
             return
         self.inbuf += data
-        try:
-            while not self.closed and (size := self.next_frame_size()) is not None:
+        # Everything in this read was sent before the client could see what we write while
+        # handling it: such answers and SETTINGS don't free/raise the limit until next read.
+        self.read_no, self.closed_this_read = self.read_no + 1, 0
+        try:  # after close-mid-burst the rest of this read is still parsed to log dropped streams
+            while (size := self.next_frame_size()) is not None:
                 frame = bytes(self.inbuf[:size])
                 del self.inbuf[:size]
                 if self.preface_seen and self.swallowed(frame):
@@ -320,7 +323,7 @@ class StrictH2Connection(asyncio.Protocol):
                     self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             elif isinstance(ev, h2.events.StreamEnded):
                 req = self.active.get(ev.stream_id)
-                if req and req.task is None:
+                if req and self.scenario != "rst-after-response":
                     self.schedule(req)
             elif isinstance(ev, h2.events.StreamReset):
                 if req := self.active.pop(ev.stream_id, None):
@@ -328,10 +331,12 @@ class StrictH2Connection(asyncio.Protocol):
                         req.task.cancel()
                     self.log("client_reset", conn=self.id, stream=ev.stream_id, error_code=int(ev.error_code))
             elif isinstance(ev, h2.events.SettingsAcknowledged) and self.sent_limits:
-                self.acked_limit = self.sent_limits.popleft()
+                self.acked_limit = self.sent_limits.popleft()[0]
                 self.log("settings_acked", conn=self.id, max_concurrent_streams=self.acked_limit)
             elif isinstance(ev, (h2.events.WindowUpdated, h2.events.RemoteSettingsChanged)):
-                self.window_open.set()  # (INITIAL_WINDOW_SIZE changes arrive as settings)
+                blocked, self.blocked = self.blocked, []  # (INITIAL_WINDOW_SIZE comes as settings)
+                for req in blocked:
+                    self.send_body(req)
             elif isinstance(ev, h2.events.ConnectionTerminated):
                 self.log("client_goaway", conn=self.id, error_code=int(ev.error_code),
                          last_stream_id=ev.last_stream_id)
@@ -341,20 +346,23 @@ class StrictH2Connection(asyncio.Protocol):
         a raise may legitimately be used as soon as the client has read it."""
         if self.acked_limit is None:
             return math.inf
-        return max([self.acked_limit, *self.sent_limits])
+        return max([self.acked_limit, *(v for v, read_no in self.sent_limits if read_no != self.read_no)])
 
     def refuse(self, stream_id):
         self.h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
         self.reset_by_us.add(stream_id)
 
     def on_new_stream(self, req):
+        if self.closed:  # close-mid-burst, rest of the read
+            self.log_stream("dropped_by_close", req)
+            return
         if self.goaway_last_id is not None:  # above last_stream_id: never processed
             self.log_stream("dropped_by_goaway", req)
             return
-        limit = self.stream_limit()
-        if len(self.active) >= limit:
+        limit, open_streams = self.stream_limit(), len(self.active) + self.closed_this_read
+        if open_streams >= limit:
             self.log("violation", kind="too_many_streams", conn=self.id, stream=req.stream_id,
-                     open=len(self.active), limit=limit, apns_id=req.h.get("apns-id"))
+                     open=open_streams, limit=limit, apns_id=req.h.get("apns-id"))
             self.refuse(req.stream_id)
             return
         self.new_streams += 1
@@ -364,62 +372,66 @@ class StrictH2Connection(asyncio.Protocol):
             return
         self.active[req.stream_id] = req
         if self.scenario == "rst-after-response":
-            self.schedule(req)
+            self.schedule(req)  # from HEADERS alone; with no delay, before any DATA is fed to h2
 
     # -- outbound
     def schedule(self, req):
-        req.task = asyncio.get_running_loop().create_task(self.answer(req))
+        if not self.delay:
+            self.respond(req)
+            return
+        req.task = asyncio.get_running_loop().create_task(self.respond_later(req))
         self.tasks.add(req.task)
         req.task.add_done_callback(self.tasks.discard)
 
-    async def wait_for_window(self, stream_id, size):
-        while self.h2.local_flow_control_window(stream_id) < size:
-            self.window_open.clear()
-            await self.window_open.wait()
+    async def respond_later(self, req):  # one task per delayed answer: answers stay concurrent
+        await asyncio.sleep(self.delay)
+        self.respond(req)
 
-    async def answer(self, req):
+    def respond(self, req):
+        if self.closed or self.active.get(req.stream_id) is not req:
+            return
+        req.status, headers, req.answer_body = answer_for(
+            req, self.opts, have_body=self.scenario != "rst-after-response")
+        split = self.scenario == "response-on-data"
+        self.h2.send_headers(req.stream_id, headers, end_stream=not (req.answer_body or split))
+        self.flush()
+        if split:  # HEADERS now, DATA + END_STREAM ~2 ms later
+            asyncio.get_running_loop().call_later(0.002, self.send_body, req)
+        elif req.answer_body:
+            self.send_body(req)
+        else:
+            self.answered(req)
+
+    def send_body(self, req):
+        if self.closed or self.active.get(req.stream_id) is not req:
+            return
+        if self.h2.local_flow_control_window(req.stream_id) < len(req.answer_body):
+            self.blocked.append(req)  # retried on WINDOW_UPDATE
+            return
+        self.h2.send_data(req.stream_id, req.answer_body, end_stream=True)
+        self.answered(req)
+
+    def answered(self, req):
+        """The final frame is out: now (and only now) the request counts as processed."""
         sid = req.stream_id
-        try:
-            if self.delay:
-                await asyncio.sleep(self.delay)
-            if self.closed or self.active.get(sid) is not req:
-                return
-            rst_after = self.scenario == "rst-after-response"
-            status, headers, body = answer_for(req, self.opts, have_body=not rst_after)
-            split = self.scenario == "response-on-data"
-            if body or split:
-                self.h2.send_headers(sid, headers)
-                self.flush()
-                if split:
-                    await asyncio.sleep(0.002)
-                await self.wait_for_window(sid, len(body))
-                self.h2.send_data(sid, body, end_stream=True)
-            else:
-                self.h2.send_headers(sid, headers, end_stream=True)
-            if rst_after:
-                try:
-                    self.h2.reset_stream(sid, ErrorCodes.NO_ERROR)
-                    self.reset_by_us.add(sid)
-                except h2.exceptions.StreamClosedError:
-                    pass  # request had no body: the stream is already fully closed
-            self.flush()
-        except h2.exceptions.StreamClosedError:  # client reset it meanwhile: not processed
-            self.active.pop(sid, None)
-            return
-        except h2.exceptions.ProtocolError as exc:
-            self.log("internal_error", conn=self.id, stream=sid, detail=repr(exc))
-            self.active.pop(sid, None)
-            return
-        self.active.pop(sid, None)
+        if self.scenario == "rst-after-response":
+            try:
+                self.h2.reset_stream(sid, ErrorCodes.NO_ERROR)
+                self.reset_by_us.add(sid)
+            except h2.exceptions.StreamClosedError:
+                pass  # the request had already ended: the stream is fully closed
+        self.flush()
+        del self.active[sid]
+        self.closed_this_read += 1
         self.processed += 1
         self.max_processed_id = max(self.max_processed_id, sid)
         self.log("request", conn=self.id, stream=sid, path=req.path, apns_id=req.h.get("apns-id"),
-                 token=req.token, status=status)
-        self.after_answer(status)
+                 token=req.token, status=req.status)
+        self.after_answer(req.status)
 
     def send_limit(self, value):
         self.write_raw(SettingsFrame(0, settings={MCS: value}))
-        self.sent_limits.append(value)
+        self.sent_limits.append((value, self.read_no))
         self.log("settings_sent", conn=self.id, max_concurrent_streams=value)
 
     def after_answer(self, status):
@@ -501,6 +513,9 @@ async def serve(opts):
     print(f"LISTENING {server.sockets[0].getsockname()[1]}", flush=True)
 
     stop = asyncio.Event()
+    # A parent may start us with these blocked (threads of a test runner often block them);
+    # they would then stay pending and we would never stop.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()

@@ -1,0 +1,280 @@
+import Foundation
+import Synchronization
+
+/// An HTTP/2 server RingRelay did not write, started for a test on a free loopback port: Debian's
+/// nginx, or the strict Python `h2` server in `Tests/Interop/strict_h2_server.py`, which plays
+/// APNs' connection rules (one stream until the first answer, limits that change, GOAWAY,
+/// `REFUSED_STREAM`, resets after the answer) and logs every request it processed.
+///
+/// `scripts/test` installs both (`nginx-light` from Debian, `h2` from PyPI). Both log what they
+/// received, so a test checks delivery at the server, not only at the client.
+///
+/// ```swift
+/// let server = try await InteropServer.strict(scenario: "goaway")
+/// defer { server.stop() }
+/// configuration.productionEndpoint = server.url
+/// configuration.extraTrustRootsFile = server.caFile
+/// ```
+public final class InteropServer: Sendable {
+    /// `https://127.0.0.1:<port>`.
+    public let url: String
+    /// The server's certificate (a CA), PEM, to trust.
+    public let caFile: String
+    private let process: Process
+    private let directory: TemporaryDirectory
+    private let logFile: String
+    private let kind: Kind
+
+    private enum Kind {
+        case strict
+        case nginx
+    }
+
+    /// One line of the strict server's log.
+    public struct Event: Sendable, Hashable {
+        /// `request`, `refused`, `dropped_by_goaway`, `dropped_by_close`, `violation`, `connection`, …
+        public var event: String
+        /// Connection number.
+        public var connection: Int?
+        /// Stream id.
+        public var stream: Int?
+        /// `apns-id` of the request.
+        public var apnsID: String?
+        /// Device or registration token.
+        public var token: String?
+        /// Status answered.
+        public var status: Int?
+        /// For violations: what kind.
+        public var kind: String?
+    }
+
+    private init(url: String, caFile: String, process: Process, directory: TemporaryDirectory, logFile: String, kind: Kind) {
+        self.url = url
+        self.caFile = caFile
+        self.process = process
+        self.directory = directory
+        self.logFile = logFile
+        self.kind = kind
+    }
+
+    /// The strict Python server in `scenario` (`apns`, `response-on-data`, `rst-after-response`,
+    /// `refused`, `goaway`, `lower-limit`, `close-mid-burst`, `slow`); `arguments` are passed on
+    /// (`--goaway-after 40`, `--expect-key-id KEY`, …).
+    public static func strict(scenario: String, arguments: [String] = []) async throws -> InteropServer {
+        let directory = try TemporaryDirectory(prefix: "ringrelay-interop")
+        let (certFile, keyFile) = try writeCertificate(in: directory)
+        let logFile = directory.appending("events.jsonl")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments =
+            ["python3", interopFolder + "/strict_h2_server.py", "--cert", certFile, "--key", keyFile, "--port", "0", "--log", logFile, "--scenario", scenario]
+            + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        let line = await firstLine(of: output, timeout: .seconds(20))
+        guard let port = line?.split(separator: " ").last.flatMap({ Int($0) }), line?.hasPrefix("LISTENING") == true else {
+            process.terminate()
+            throw Unavailable(
+                "The strict HTTP/2 server did not start (needs python3 with the h2 package: pip install h2; scripts/test installs it). It printed: \(line ?? "nothing")")
+        }
+        return InteropServer(
+            url: "https://127.0.0.1:\(port)", caFile: certFile, process: process, directory: directory, logFile: logFile, kind: .strict)
+    }
+
+    /// Debian's nginx, answering `200` to every `POST /3/device/…` (as in the APNs interop
+    /// report: `http2_max_concurrent_streams`, `keepalive_requests 100000000`), logging each request.
+    public static func nginx(maxConcurrentStreams: Int = 1000) async throws -> InteropServer {
+        let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let binary else {
+            throw Unavailable("nginx is not installed (apt-get install nginx-light; scripts/test installs it).")
+        }
+        var lastError = ""
+        // A free port is found by binding and closing; another process may take it meanwhile, so try a few.
+        for _ in 0..<5 {
+            let directory = try TemporaryDirectory(prefix: "ringrelay-nginx")
+            let (certFile, keyFile) = try writeCertificate(in: directory)
+            let port = try freePort()
+            let logFile = directory.appending("access.log")
+            let pidFile = directory.appending("nginx.pid")
+            try FileManager.default.createDirectory(atPath: directory.appending("tmp"), withIntermediateDirectories: true)
+            let configuration = """
+                worker_processes 1;
+                daemon off;
+                pid \(pidFile);
+                error_log \(directory.appending("error.log")) warn;
+                events { worker_connections 4096; }
+                http {
+                  access_log \(logFile);
+                  client_body_temp_path \(directory.appending("tmp"));
+                  proxy_temp_path \(directory.appending("tmp"));
+                  fastcgi_temp_path \(directory.appending("tmp"));
+                  uwsgi_temp_path \(directory.appending("tmp"));
+                  scgi_temp_path \(directory.appending("tmp"));
+                  server {
+                    listen 127.0.0.1:\(port) ssl http2;
+                    ssl_certificate \(certFile);
+                    ssl_certificate_key \(keyFile);
+                    http2_max_concurrent_streams \(maxConcurrentStreams);
+                    keepalive_requests 100000000;
+                    location /3/device/ { return 200; }
+                  }
+                }
+                """
+            let configFile = directory.appending("nginx.conf")
+            try Data(configuration.utf8).write(to: URL(fileURLWithPath: configFile))
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: directory.path)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["-c", configFile, "-p", directory.path, "-e", directory.appending("error.log")]
+            process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+            process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+            try process.run()
+            // nginx runs in the foreground as our child; it is up once its port takes connections.
+            let deadline = ContinuousClock.now + .seconds(10)
+            while process.isRunning, ContinuousClock.now < deadline, !canConnect(port: port) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            if process.isRunning, canConnect(port: port) {
+                return InteropServer(
+                    url: "https://127.0.0.1:\(port)", caFile: certFile, process: process, directory: directory, logFile: logFile,
+                    kind: .nginx)
+            }
+            if process.isRunning { process.terminate() }
+            lastError = (try? String(contentsOfFile: directory.appending("error.log"), encoding: .utf8)) ?? "no error log"
+            directory.remove()
+        }
+        throw Unavailable("nginx did not start: \(lastError)")
+    }
+
+    /// The strict server's log so far.
+    public func events() -> [Event] {
+        guard let text = try? String(contentsOfFile: logFile, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let event = object["event"] as? String
+            else { return nil }
+            return Event(
+                event: event, connection: object["conn"] as? Int, stream: object["stream"] as? Int, apnsID: object["apns_id"] as? String,
+                token: object["token"] as? String, status: object["status"] as? Int, kind: object["kind"] as? String)
+        }
+    }
+
+    /// The requests processed (strict server: `request` events; nginx: access-log lines), by `apns-id`
+    /// where there is one, else by token.
+    public func processedRequests() -> [String] {
+        switch kind {
+        case .strict:
+            return events().filter { $0.event == "request" }.map { $0.apnsID ?? $0.token ?? "" }
+        case .nginx:
+            // nginx logs the path: /3/device/<token>.
+            guard let text = try? String(contentsOfFile: logFile, encoding: .utf8) else { return [] }
+            return text.split(separator: "\n").compactMap { line in
+                line.split(separator: " ").first { $0.hasPrefix("/3/device/") }.map { String($0.dropFirst("/3/device/".count)) }
+            }
+        }
+    }
+
+    /// Stops the server and removes its files.
+    public func stop() {
+        // SIGTERM (nginx's fast shutdown; its worker goes with the master), then SIGKILL after 5 s.
+        // Polled rather than waitUntilExit(), which spins a run loop on Linux.
+        let pid = process.processIdentifier
+        if process.isRunning { kill(pid, SIGTERM) }
+        for _ in 0..<250 where process.isRunning { usleep(20_000) }
+        if process.isRunning {
+            kill(pid, SIGKILL)
+            for _ in 0..<50 where process.isRunning { usleep(20_000) }
+        }
+        directory.remove()
+    }
+
+    /// The server could not be started.
+    public struct Unavailable: Error, CustomStringConvertible {
+        public var description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    // MARK: Helpers
+
+    /// `Tests/Interop`, found from this file's place in the repository.
+    private static var interopFolder: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tests/Interop").path
+    }
+
+    private static func writeCertificate(in directory: TemporaryDirectory) throws -> (certificate: String, key: String) {
+        let certificate = try SelfSignedCertificate(commonName: "RingRelay interop server")
+        let certFile = directory.appending("cert.pem")
+        let keyFile = directory.appending("key.pem")
+        try Data(certificate.certificatePEM.utf8).write(to: URL(fileURLWithPath: certFile))
+        try Data(certificate.privateKeyPEM.utf8).write(to: URL(fileURLWithPath: keyFile))
+        // nginx's workers run as nobody and read nothing themselves, but keep the key readable by the master only.
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile)
+        return (certFile, keyFile)
+    }
+
+    private static func canConnect(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Unavailable("socket() failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw Unavailable("bind() failed") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The first line the process prints, read on a thread of its own (a blocking read must not
+    /// hold one of the few cooperative threads); `nil` when it exits first or `timeout` passes.
+    private static func firstLine(of pipe: Pipe, timeout: Duration) async -> String? {
+        let reader = pipe.fileHandleForReading
+        let result = ResumeOnce()
+        return await withCheckedContinuation { continuation in
+            result.pending.withLock { $0 = continuation }
+            @Sendable func finish(_ line: String?) {
+                result.pending.withLock { pending in
+                    pending?.resume(returning: line)
+                    pending = nil
+                }
+            }
+            Thread.detachNewThread {
+                var text = ""
+                while !text.contains("\n") {
+                    let data = reader.availableData
+                    if data.isEmpty { break }
+                    text += String(decoding: data, as: UTF8.self)
+                }
+                finish(text.split(separator: "\n").first.map(String.init))
+            }
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: Double(timeout.components.seconds))
+                finish(nil)
+            }
+        }
+    }
+}
+
+/// A continuation resumed by whichever of two threads comes first.
+private final class ResumeOnce: Sendable {
+    let pending = Mutex<CheckedContinuation<String?, Never>?>(nil)
+}

@@ -1,0 +1,164 @@
+import Crypto
+import Foundation
+import Logging
+import Metrics
+import RingRelayCore
+import RingRelayTesting
+import Testing
+
+@testable import RingRelayAPNs
+
+/// The APNs client against HTTP/2 servers RingRelay did not write: Debian's nginx, and a strict
+/// Python `h2` server playing APNs' connection rules. Every check is made at the server too: each
+/// push processed exactly once, none lost.
+@Suite(.serialized) struct APNsInteropTests {
+    static let teamID = "TEAM123456"
+    static let keyID = "KEY1234567"
+    static let topic = "com.example.app"
+
+    struct Harness {
+        let server: InteropServer
+        let client: APNsClient
+        let credential: APNsCredential
+
+        func push(_ token: String, deadline: TimeInterval = 30) async throws -> (PushOutcome, apnsID: String) {
+            let request = try APNsRequest(kind: .voip, bundleID: Self.topic, deviceToken: token, payload: Array(#"{"aps":{}}"#.utf8))
+            let outcome = await client.push(
+                request, credential: credential, environment: .production, environmentIsCertain: true,
+                deadline: Date().addingTimeInterval(deadline))
+            return (outcome, request.apnsID)
+        }
+
+        /// Pushes to `count` devices at once, as one call's fan-out does.
+        func fanOut(_ count: Int) async throws -> [(PushOutcome, apnsID: String)] {
+            try await withThrowingTaskGroup(of: (PushOutcome, apnsID: String).self) { group in
+                for index in 0..<count { group.addTask { try await push(APNsInteropTests.token(index)) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+
+        func shutdown() async {
+            await client.shutdown()
+            server.stop()
+        }
+
+        static var topic: String { APNsInteropTests.topic }
+    }
+
+    static func harness(_ server: InteropServer, keyID: String = keyID, timeout: Duration = .seconds(10)) throws -> Harness {
+        var configuration = APNsConfiguration()
+        configuration.productionEndpoint = server.url
+        configuration.sandboxEndpoint = server.url
+        configuration.extraTrustRootsFile = server.caFile
+        configuration.requestTimeout = timeout
+        configuration.retryBaseDelay = .milliseconds(10)
+        let client = try APNsClient(
+            configuration: configuration, clock: SystemWallClock(), logger: Logger(label: "test"), metricsFactory: NOOPMetricsHandler.instance)
+        let credential = APNsCredential(
+            authentication: .token(teamID: teamID, keyID: keyID, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation), topic: topic)
+        return Harness(server: server, client: client, credential: credential)
+    }
+
+    static func token(_ seed: Int) -> String {
+        String(format: "%08x", seed) + String(repeating: "ab", count: 28)
+    }
+
+    /// Every push delivered once, and the server processed each `apns-id` exactly once.
+    static func expectExactlyOnce(_ results: [(PushOutcome, apnsID: String)], at server: InteropServer) {
+        let failed = results.filter { $0.0.disposition != .delivered }
+        #expect(failed.isEmpty, "not delivered: \(failed.prefix(3).map { "\($0.0.reason ?? "?") after \($0.0.attempts)" })")
+        let processed = server.processedRequests()
+        let counts = Dictionary(processed.map { ($0, 1) }, uniquingKeysWith: +)
+        #expect(processed.count == results.count, "the server processed \(processed.count) requests for \(results.count) pushes")
+        #expect(counts.values.allSatisfy { $0 == 1 }, "processed twice: \(counts.filter { $0.value > 1 }.keys.prefix(3))")
+    }
+
+    // MARK: nginx
+
+    @Test(arguments: [300, 1000]) func nginxReceivesEveryPushOfAFanOutOnce(devices: Int) async throws {
+        let harness = try Self.harness(try await InteropServer.nginx())
+        let results = try await harness.fanOut(devices)
+        let failed = results.filter { $0.0.disposition != .delivered }
+        #expect(failed.isEmpty)
+        #expect(results.allSatisfy { $0.0.attempts == 1 })
+        // nginx logs paths (device tokens), one per request.
+        let processed = harness.server.processedRequests()
+        #expect(processed.count == devices)
+        #expect(Set(processed).count == devices)
+        await harness.shutdown()
+    }
+
+    // MARK: The strict server
+
+    @Test(arguments: ["apns", "response-on-data", "rst-after-response", "refused", "goaway", "lower-limit", "close-mid-burst"])
+    func everyPushArrivesExactlyOnce(scenario: String) async throws {
+        let server = try await InteropServer.strict(
+            scenario: scenario, arguments: ["--goaway-after", "40", "--refuse-every", "7", "--lower-after", "60", "--expect-key-id", Self.keyID])
+        let harness = try Self.harness(server)
+        let results = try await harness.fanOut(300)
+        Self.expectExactlyOnce(results, at: server)
+        let violations = server.events().filter { $0.event == "violation" }
+        #expect(violations.isEmpty, "the client broke the server's rules: \(violations.prefix(3))")
+        await harness.shutdown()
+    }
+
+    @Test func theFirstStreamWaitsForTheServersSettingsAndLimit() async throws {
+        // One stream until the first answer: a burst must not open a second one before it.
+        let server = try await InteropServer.strict(scenario: "slow", arguments: ["--delay-ms", "50"])
+        let harness = try Self.harness(server)
+        let results = try await harness.fanOut(20)
+        Self.expectExactlyOnce(results, at: server)
+        #expect(server.events().filter { $0.event == "violation" }.isEmpty)
+        await harness.shutdown()
+    }
+
+    @Test func aWrongSigningKeyIsAConfigurationFaultAtOnce() async throws {
+        let server = try await InteropServer.strict(scenario: "apns", arguments: ["--expect-key-id", "OTHERKEY12"])
+        let harness = try Self.harness(server)
+        let started = ContinuousClock.now
+        let results = try await harness.fanOut(20)
+        let elapsed = ContinuousClock.now - started
+        for (outcome, _) in results {
+            #expect(outcome.disposition == .fixConfiguration)
+            #expect(outcome.status == 403)
+            #expect(outcome.reason == "InvalidProviderToken")
+            #expect(outcome.attempts == 1)
+        }
+        // An answer, not a timeout: the request timeout (10 s) never ran out.
+        #expect(elapsed < .seconds(8))
+        #expect(server.processedRequests().count == 20)
+        await harness.shutdown()
+    }
+
+    @Test func aDeadTokenIsInvalidatedWithTheServersTimestamp() async throws {
+        let server = try await InteropServer.strict(scenario: "response-on-data")
+        let harness = try Self.harness(server)
+        let (outcome, _) = try await harness.push("dead" + String(repeating: "0", count: 60))
+        #expect(outcome.disposition == .invalidateBinding)
+        #expect(outcome.status == 410)
+        #expect(outcome.reason == "Unregistered")
+        #expect(outcome.invalidSince != nil)
+        await harness.shutdown()
+    }
+
+    @Test func aQueuedPushNeverOutlivesItsDeadline() async throws {
+        // Every answer takes 2 s and only one stream is allowed until the first: pushes queued
+        // behind it with a 1 s deadline fail at their deadline, unsent.
+        let server = try await InteropServer.strict(scenario: "slow", arguments: ["--delay-ms", "2000"])
+        let harness = try Self.harness(server)
+        let first = Task { try await harness.push(Self.token(0)) }
+        try await Task.sleep(for: .milliseconds(300))
+        let late = try await withThrowingTaskGroup(of: PushOutcome.self) { group in
+            for index in 1...5 { group.addTask { try await harness.push(Self.token(index), deadline: 1).0 } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for outcome in late {
+            #expect(outcome.disposition == .retry)
+            #expect(outcome.reason == "Timeout")
+        }
+        #expect(try await first.value.0.disposition == .delivered)
+        // Only the first was ever sent.
+        #expect(server.processedRequests().count == 1)
+        await harness.shutdown()
+    }
+}
