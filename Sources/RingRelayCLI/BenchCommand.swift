@@ -13,7 +13,7 @@ import Synchronization
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Measure push, webhook and live-connection throughput and latency on this machine.",
-        subcommands: [APNs.self, FCM.self, Webhooks.self, Live.self, LiveDevices.self])
+        subcommands: [APNs.self, FCM.self, Fanout.self, Webhooks.self, Live.self, LiveDevices.self])
 
     struct APNs: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
@@ -193,6 +193,17 @@ enum ProcessMemory {
     /// Peak resident set size (`VmHWM`) of a process (this one by default), in MiB.
     static func peakResidentMiB(pid: Int32? = nil) -> Double? {
         statusMiB("VmHWM", pid: pid)
+    }
+
+    /// CPU time (user and system) a process has used so far, in seconds, from `/proc/<pid>/stat`.
+    static func cpuSeconds(pid: Int32) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = stat.lastIndex(of: ")")
+        else { return nil }
+        // Fields after the command name: state is field 3, utime 14, stime 15.
+        let fields = stat[stat.index(after: end)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
     /// Resident set size (`VmRSS`) of a process now, in MiB.

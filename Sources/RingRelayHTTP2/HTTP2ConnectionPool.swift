@@ -11,8 +11,8 @@ import Synchronization
 ///   its own deadline at most; nothing waits inside NIO.
 /// - **More connections for volume.** When every connection is full and requests wait, another
 ///   connection opens, up to ``Configuration-swift.struct/maxConnections`` — but only once each
-///   connection has answered once, since APNs allows one stream until its first answer and would
-///   otherwise be sent a burst of connections at start.
+///   connection has answered and is full at a limit above one, since APNs allows one stream until
+///   its first answer and would otherwise be sent a burst of connections at start.
 /// - **Exactly once.** A stream the server did not process (`REFUSED_STREAM`, above a GOAWAY's
 ///   last stream id, or never opened) is sent again at once on a connection with room; a
 ///   connection that sends GOAWAY takes no new streams and is replaced. A request that may have
@@ -213,7 +213,9 @@ public final class HTTP2ConnectionPool: Sendable {
         }
         guard !state.waiters.isEmpty, !state.shutDown, state.connecting == 0 else { return actions }
         let usable = state.slots.values.filter { !$0.goingAway }
-        let allBusy = usable.allSatisfy { $0.ready && $0.answered && !$0.hasRoom }
+        // Full means full at a real limit: APNs raises its limit of 1 just after the first answer,
+        // and a connection still at 1 then is warming up, not a reason for another.
+        let allBusy = usable.allSatisfy { $0.ready && $0.answered && !$0.hasRoom && $0.limit > 1 }
         if usable.count < configuration.maxConnections, usable.isEmpty || allBusy {
             state.connecting += 1
             actions.connect = true

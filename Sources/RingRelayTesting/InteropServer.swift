@@ -24,6 +24,7 @@ public final class InteropServer: Sendable {
     private let directory: TemporaryDirectory
     private let logFile: String
     private let kind: Kind
+    private let logCount = Mutex<(offset: UInt64, lines: Int)>((0, 0))
 
     private enum Kind {
         case strict
@@ -173,6 +174,19 @@ public final class InteropServer: Sendable {
             return text.split(separator: "\n").compactMap { line in
                 line.split(separator: " ").first { $0.hasPrefix("/3/device/") }.map { String($0.dropFirst("/3/device/".count)) }
             }
+        }
+    }
+
+    /// How many requests nginx has logged, read incrementally (cheap enough to poll every few milliseconds).
+    public func loggedRequestCount() -> Int {
+        logCount.withLock { state in
+            guard let handle = FileHandle(forReadingAtPath: logFile) else { return state.lines }
+            defer { try? handle.close() }
+            try? handle.seek(toOffset: state.offset)
+            let data = handle.readDataToEndOfFile()
+            state.offset += UInt64(data.count)
+            state.lines += data.reduce(0) { $1 == 0x0A ? $0 + 1 : $0 }
+            return state.lines
         }
     }
 

@@ -1,0 +1,173 @@
+import ArgumentParser
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOFoundationEssentialsCompat
+import NIOHTTP1
+import RingRelayCore
+import RingRelayTesting
+import RingRelayWire
+
+extension BenchCommand {
+    /// `ringrelay bench fanout`: one call to thousands of `apns_voip` bindings, through a real
+    /// server process, to an HTTP/2 server RingRelay did not write (nginx).
+    struct Fanout: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "fanout",
+            abstract: "One call to --devices apns_voip bindings through a `ringrelay serve` child process, to nginx as the APNs endpoint.",
+            discussion: """
+                Starts nginx (Debian's; `apt-get install nginx-light`) on a free port answering 200 to every \
+                POST /3/device/…, or uses --endpoint and --ca-file for a server you run. Starts `ringrelay serve` \
+                (this same executable) as a child on an empty data directory pointed at it, creates an account with \
+                APNs token credentials, one identity with --devices apns_voip bindings and, to warm up (connection, \
+                provider token), a second identity with one. Then places one call with POST /v1/calls and times it \
+                until nginx has logged every push (or, with --endpoint, until the call's deliveries are all answered). \
+                Reports pushes/s, duplicates and the server's CPU time per push. Build with -c release.
+                """)
+
+        @Option(help: "apns_voip bindings of the callee.") var devices = 10_000
+        @Option(help: "Use this HTTP/2 endpoint instead of starting nginx, e.g. https://127.0.0.1:9443.") var endpoint: String?
+        @Option(help: "PEM certificates to trust for --endpoint.") var caFile: String?
+        @Option(help: "Calls to place, one after another (each to every binding).") var calls = 3
+        @Flag(help: "Print the result as JSON.") var json = false
+
+        func validate() throws {
+            guard devices > 0, calls > 0 else { throw ValidationError("--devices and --calls must be positive.") }
+            if (endpoint == nil) != (caFile == nil) { throw ValidationError("--endpoint and --ca-file go together.") }
+        }
+
+        func run() async throws {
+            var nginx: InteropServer?
+            let url: String
+            let trust: String
+            if let endpoint, let caFile {
+                (url, trust) = (endpoint, caFile)
+            } else {
+                let started = try await InteropServer.nginx(maxConcurrentStreams: 1000)
+                nginx = started
+                (url, trust) = (started.url, started.caFile)
+            }
+            defer { nginx?.stop() }
+            let directory = try TemporaryDirectory(prefix: "ringrelay-bench-fanout")
+            defer { directory.remove() }
+            let server = try BenchServer(
+                dataDirectory: directory.appending("data"),
+                arguments: ["--apns-endpoint-production", url, "--apns-endpoint-sandbox", url, "--push-ca-file", trust, "--log-level", "info"])
+            defer { server.terminate() }
+            let result = try await server.withHTTPClient { http in
+                try await measure(http: http, server: server, nginx: nginx)
+            }
+            await server.stop()
+            try emit(result, summary: result.summary, json: json)
+        }
+
+        private func measure(http: HTTPClient, server: BenchServer, nginx: InteropServer?) async throws -> FanoutBenchResult {
+            let api = Setup(http: http, base: server.base)
+            let account = try await server.createAccount(http: http)
+            let key = account.apiKey
+            let apns = try JSONSerialization.data(withJSONObject: [
+                "teamId": "BENCH12345", "keyId": "BENCHKEY01", "privateKey": P256.Signing.PrivateKey().pemRepresentation,
+                "topic": "com.example.bench",
+            ])
+            _ = try await api.send(.PUT, "/v1/credentials/apns", key, String(decoding: apns, as: UTF8.self))
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<devices {
+                    if index >= 32 { try await group.next() }
+                    group.addTask {
+                        let token = String(format: "%08x", index) + String(repeating: "be", count: 28)
+                        _ = try await api.send(
+                            .POST, "/v1/bindings", key, #"{"identity":"callee","type":"apns_voip","token":"\#(token)","environment":"production"}"#)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let warmToken = String(repeating: "ff", count: 32)
+            _ = try await api.send(.POST, "/v1/bindings", key, #"{"identity":"warm","type":"apns_voip","token":"\#(warmToken)","environment":"production"}"#)
+            _ = try await api.send(.POST, "/v1/calls", key, #"{"from":"bench","to":"warm"}"#)
+            try await Task.sleep(for: .milliseconds(500))
+
+            var runs: [FanoutBenchResult.Run] = []
+            for _ in 0..<calls {
+                let before = nginx?.loggedRequestCount() ?? 0
+                let cpuBefore = ProcessMemory.cpuSeconds(pid: server.pid) ?? 0
+                let started = ContinuousClock.now
+                let body = try await api.send(.POST, "/v1/calls", key, #"{"from":"bench","to":"callee"}"#)
+                let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: body)
+                var arrived = 0
+                let deadline = ContinuousClock.now + .seconds(60)
+                if let nginx {
+                    while arrived < devices, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(5))
+                        arrived = nginx.loggedRequestCount() - before
+                    }
+                }
+                let elapsed = ContinuousClock.now - started
+                let cpu = (ProcessMemory.cpuSeconds(pid: server.pid) ?? 0) - cpuBefore
+                // Every delivery's answer, as the API reports it (write-behind: give it a moment).
+                var outcomes: [String: Int] = [:]
+                var lastRecord: CallResource?
+                while ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(200))
+                    let record = try await Self.call(call.id, api: api, key: key)
+                    lastRecord = record
+                    outcomes = Dictionary((record.deliveries ?? []).map { ($0.outcome ?? "pending", 1) }, uniquingKeysWith: +)
+                    if outcomes["pending", default: 0] == 0, (record.deliveries?.count ?? 0) == devices { break }
+                }
+                // Without nginx's log to watch, the call's own record says when the last answer came.
+                let lastAnswer = lastRecord?.deliveries?.compactMap(\.completedAt).max()
+                let total = nginx == nil ? lastAnswer.map { Duration.seconds($0.timeIntervalSince(call.createdAt)) } ?? elapsed : elapsed
+                runs.append(
+                    FanoutBenchResult.Run(
+                        seconds: total.timeInterval, pushesPerSecond: Double(devices) / total.timeInterval, arrivedAtServer: nginx == nil ? nil : arrived,
+                        duplicates: nginx.map { Self.duplicates(in: $0, after: before) }, outcomes: outcomes,
+                        serverCPUMicrosecondsPerPush: cpu * 1e6 / Double(devices)))
+            }
+            return FanoutBenchResult(devices: devices, endpoint: nginx == nil ? "external" : "nginx", runs: runs, peakRSSMiB: ProcessMemory.peakResidentMiB(pid: server.pid))
+        }
+
+        private static func call(_ id: String, api: Setup, key: String) async throws -> CallResource {
+            var request = HTTPClientRequest(url: api.base + "/v1/calls/\(id)")
+            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+            let response = try await api.http.execute(request, timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 64 << 20)
+            return try JSONDecoder.ringRelay.decode(CallResource.self, from: Data(buffer: body))
+        }
+
+        /// Requests of this call nginx received more than once (for the same device token).
+        private static func duplicates(in nginx: InteropServer, after before: Int) -> Int {
+            let received = nginx.processedRequests().dropFirst(before)
+            return received.count - Set(received).count
+        }
+    }
+}
+
+/// What a fan-out benchmark measured.
+struct FanoutBenchResult: Codable {
+    struct Run: Codable {
+        var seconds: Double
+        var pushesPerSecond: Double
+        var arrivedAtServer: Int?
+        var duplicates: Int?
+        var outcomes: [String: Int]
+        var serverCPUMicrosecondsPerPush: Double
+    }
+
+    var devices: Int
+    var endpoint: String
+    var runs: [Run]
+    var peakRSSMiB: Double?
+
+    var summary: String {
+        var lines = ["one call to \(devices) apns_voip bindings, \(endpoint) as the APNs endpoint"]
+        for (index, run) in runs.enumerated() {
+            let outcomes = run.outcomes.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            lines.append(
+                "call \(index + 1)      \(String(format: "%.0f", run.pushesPerSecond)) pushes/s (\(String(format: "%.3f", run.seconds)) s), "
+                    + "at the server \(run.arrivedAtServer.map(String.init) ?? "n/a"), duplicates \(run.duplicates.map(String.init) ?? "n/a"); "
+                    + "server CPU \(String(format: "%.1f", run.serverCPUMicrosecondsPerPush)) µs/push; deliveries: \(outcomes)")
+        }
+        lines.append("peak RSS    \(peakRSSMiB.map { String(format: "%.0f MiB", $0) } ?? "unknown") (server)")
+        return lines.joined(separator: "\n")
+    }
+}
