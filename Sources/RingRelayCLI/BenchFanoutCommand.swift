@@ -92,8 +92,7 @@ extension BenchCommand {
                 let before = nginx?.loggedRequestCount() ?? 0
                 let cpuBefore = ProcessMemory.cpuSeconds(pid: server.pid) ?? 0
                 let started = ContinuousClock.now
-                let body = try await api.send(.POST, "/v1/calls", key, #"{"from":"bench","to":"callee"}"#)
-                let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: body)
+                let call = try await Self.placeCall(api: api, key: key)
                 var arrived = 0
                 let deadline = ContinuousClock.now + .seconds(60)
                 if let nginx {
@@ -124,6 +123,21 @@ extension BenchCommand {
                         serverCPUMicrosecondsPerPush: cpu * 1e6 / Double(devices)))
             }
             return FanoutBenchResult(devices: devices, endpoint: nginx == nil ? "external" : "nginx", runs: runs, peakRSSMiB: ProcessMemory.peakResidentMiB(pid: server.pid))
+        }
+
+        /// `POST /v1/calls` to the callee; its answer lists every delivery, so it can be megabytes.
+        private static func placeCall(api: Setup, key: String) async throws -> CallResource {
+            var request = HTTPClientRequest(url: api.base + "/v1/calls")
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: "Bearer \(key)")
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: #"{"from":"bench","to":"callee"}"#))
+            let response = try await api.http.execute(request, timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 64 << 20)
+            guard response.status == .created || response.status == .ok else {
+                throw ValidationError("POST /v1/calls failed: \(response.status) \(String(buffer: body))")
+            }
+            return try JSONDecoder.ringRelay.decode(CallResource.self, from: Data(buffer: body))
         }
 
         private static func call(_ id: String, api: Setup, key: String) async throws -> CallResource {
