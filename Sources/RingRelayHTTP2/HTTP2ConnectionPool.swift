@@ -301,28 +301,39 @@ public final class HTTP2ConnectionPool: Sendable {
     // MARK: Connections
 
     private func connect() {
-        let keepAlive = configuration.keepAliveInterval
         let observer = self.observer
         HTTP2PoolConnection.connect(
-            to: endpoint, on: group.next(), connectTimeout: configuration.connectTimeout, keepAlive: keepAlive,
+            to: endpoint, on: group.next(), connectTimeout: configuration.connectTimeout, keepAlive: configuration.keepAliveInterval,
             onOpen: { [weak self] connection in
-                observer.connectionOpened()
-                self?.state.withLock { state in
-                    state.connecting -= 1
-                    state.slots[ObjectIdentifier(connection)] = Slot(connection: connection)
-                }
+                self?.state.withLock { $0.slots[ObjectIdentifier(connection)] = Slot(connection: connection) }
             },
             onPing: observer.pingSent,
             onEvent: { [weak self] id, event in self?.handle(event, on: id) }
-        ).whenFailure { [weak self] error in self?.connectFailed(error) }
+        ).whenComplete { [weak self] result in
+            switch result {
+            case .success:
+                observer.connectionOpened()
+                self?.connected()
+            case .failure(let error):
+                self?.connectFailed(error)
+            }
+        }
+    }
+
+    private func connected() {
+        let actions = state.withLock { state -> Actions in
+            state.connecting -= 1
+            return dispatch(&state)
+        }
+        run(actions)
     }
 
     private func connectFailed(_ error: any Error) {
         let failure = HTTP2Failure(.connectFailed, detail: String(describing: error))
         let (failed, actions) = state.withLock { state -> ([Waiter], Actions) in
             state.connecting -= 1
-            // With no connection at all, waiting would only end at each deadline: fail now.
-            guard state.slots.isEmpty else { return ([], dispatch(&state)) }
+            // With no connection that works, waiting would only end at each deadline: fail now.
+            guard !state.slots.values.contains(where: \.ready) else { return ([], dispatch(&state)) }
             defer { state.waiters.removeAll() }
             return (Array(state.waiters), Actions())
         }
@@ -348,7 +359,8 @@ public final class HTTP2ConnectionPool: Sendable {
                 state.slots[id]?.goingAway = true
                 if state.slots[id]?.active == 0 { closing = state.slots[id]?.connection }
             case .closed:
-                if state.slots.removeValue(forKey: id) != nil { observer.connectionClosed() }
+                // A connection that never became ready was never counted as opened.
+                if let slot = state.slots.removeValue(forKey: id), slot.ready { observer.connectionClosed() }
             }
             return (dispatch(&state), closing)
         }

@@ -33,67 +33,93 @@ final class HTTP2PoolConnection: Sendable {
         self.authority = authority
     }
 
-    /// Opens a connection: TCP, TLS with ALPN `h2`, the HTTP/2 preface.
+    /// Opens a connection: TCP, TLS with ALPN `h2`, the HTTP/2 preface. The future succeeds once
+    /// the peer's first SETTINGS frame has arrived, and fails with the reason (TCP, TLS, ALPN, or
+    /// no SETTINGS within `connectTimeout`) otherwise.
+    ///
+    /// The HTTP/2 handler is in the pipeline before the TLS handshake ends, so a server preface
+    /// that arrives with the handshake's last flight is never missed. `onOpen` runs (on the event
+    /// loop) before any frame is read, so the pool knows the connection when its SETTINGS come.
     static func connect(
         to endpoint: HTTP2Endpoint, on loop: any EventLoop, connectTimeout: TimeAmount, keepAlive: TimeAmount?,
-        onOpen: @escaping @Sendable (HTTP2PoolConnection) -> Void, onPing: @escaping @Sendable () -> Void, onEvent: @escaping @Sendable (ObjectIdentifier, Event) -> Void
+        onOpen: @escaping @Sendable (HTTP2PoolConnection) -> Void, onPing: @escaping @Sendable () -> Void,
+        onEvent: @escaping @Sendable (ObjectIdentifier, Event) -> Void
     ) -> EventLoopFuture<HTTP2PoolConnection> {
         let (sslContext, serverName) = (endpoint.sslContext, endpoint.serverName)
-        let alpn = loop.makePromise(of: Void.self)
-        return ClientBootstrap(group: loop)
+        let ready = loop.makePromise(of: HTTP2PoolConnection.self)
+        let readiness = Readiness(promise: ready)
+        let timeout = loop.scheduleTask(in: connectTimeout) {
+            readiness.settle(.failure(NoSettings(timeout: connectTimeout)))
+        }
+        ready.futureResult.whenComplete { result in
+            timeout.cancel()
+            if case .failure = result, let channel = readiness.connection?.channel { channel.close(promise: nil) }
+        }
+        ClientBootstrap(group: loop)
             .connectTimeout(connectTimeout)
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
-                    try channel.pipeline.syncOperations.addHandler(ALPNCheck(promise: alpn))
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
+                    try sync.addHandler(ALPNCheck(readiness: readiness))
+                    let multiplexer = try sync.configureHTTP2Pipeline(
+                        mode: .client, connectionConfiguration: Self.connectionConfiguration, streamConfiguration: Self.streamConfiguration,
+                        inboundStreamInitializer: { stream in stream.close() })
+                    let connection = HTTP2PoolConnection(channel: channel, multiplexer: multiplexer, authority: endpoint.authority)
+                    readiness.connection = connection
+                    let id = ObjectIdentifier(connection)
+                    try sync.addHandler(
+                        HTTP2ConnectionWatcher { event in
+                            switch event {
+                            case .settings: readiness.settle(.success(connection))
+                            case .goAway(let last): connection.goAwayLastStreamID.store(last, ordering: .relaxed)
+                            case .closed: break
+                            }
+                            onEvent(id, event)
+                        })
+                    if let keepAlive { try HTTP2KeepAliveHandler.add(to: sync, idleTime: keepAlive, onPing: onPing) }
+                    onOpen(connection)
+                    channel.closeFuture.whenComplete { _ in
+                        readiness.settle(.failure(ChannelError.ioOnClosedChannel))
+                        onEvent(id, .closed)
+                    }
                 }
             }
             .connect(host: endpoint.host, port: endpoint.port)
-            .flatMap { channel in
-                // HTTP/2 starts once TLS has agreed on it; a server that does not offer `h2` is a
-                // configuration problem, reported at once rather than as a slow timeout.
-                alpn.futureResult.map { channel }.flatMapErrorThrowing { error in
-                    channel.close(promise: nil)
-                    throw error
-                }
-            }
-            .flatMapThrowing { channel in
-                let sync = channel.pipeline.syncOperations
-                try sync.removeHandler(sync.handler(type: ALPNCheck.self))
-                var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
-                // Responses are small; no need for more than the defaults, but never buffer
-                // streams inside NIO: the pool opens a stream only when the peer's limit has room.
-                connectionConfiguration.initialSettings = [
-                    HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                    HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
-                    HTTP2Setting(parameter: .enablePush, value: 0),
-                ]
-                // A server may reset every stream right after answering it (RFC 9113 §8.1: nginx
-                // does, when it answers before reading the body). NIO's rapid-reset guard, meant for
-                // servers, would count those and kill the connection after 200 within 30 s. It keeps
-                // one entry per counted frame, so it is widened (400,000 a second) rather than unbounded.
-                var streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
-                streamConfiguration.streamResetFrameRateLimit.maximumCount = 20_000
-                streamConfiguration.streamResetFrameRateLimit.windowLength = .milliseconds(50)
-                streamConfiguration.streamErrorRateLimit.maximumCount = 20_000
-                streamConfiguration.streamErrorRateLimit.windowLength = .milliseconds(50)
-                let multiplexer = try sync.configureHTTP2Pipeline(
-                    mode: .client, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration,
-                    inboundStreamInitializer: { stream in stream.close() })
-                let connection = HTTP2PoolConnection(channel: channel, multiplexer: multiplexer, authority: endpoint.authority)
-                let id = ObjectIdentifier(connection)
-                try sync.addHandler(
-                    HTTP2ConnectionWatcher { event in
-                        if case .goAway(let last) = event { connection.goAwayLastStreamID.store(last, ordering: .relaxed) }
-                        onEvent(id, event)
-                    })
-                if let keepAlive { try HTTP2KeepAliveHandler.add(to: sync, idleTime: keepAlive, onPing: onPing) }
-                // Registered before any frame is read, so the pool knows the connection when its SETTINGS arrive.
-                onOpen(connection)
-                channel.closeFuture.whenComplete { _ in onEvent(id, .closed) }
-                return connection
-            }
+            .whenFailure { readiness.settle(.failure($0)) }
+        return ready.futureResult
+    }
+
+    /// What this client announces: streams the server may open (none are expected; pushes are
+    /// refused by `enablePush`) and a header list limit.
+    private static let connectionConfiguration: NIOHTTP2Handler.ConnectionConfiguration = {
+        var configuration = NIOHTTP2Handler.ConnectionConfiguration()
+        configuration.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
+            HTTP2Setting(parameter: .enablePush, value: 0),
+        ]
+        return configuration
+    }()
+
+    /// A server may reset every stream right after answering it (RFC 9113 §8.1: nginx does, when
+    /// it answers before reading the body). NIO's rapid-reset guard, meant for servers, would count
+    /// those and kill the connection after 200 within 30 s. It keeps one entry per counted frame,
+    /// so it is widened (400,000 a second) rather than unbounded.
+    private static let streamConfiguration: NIOHTTP2Handler.StreamConfiguration = {
+        var configuration = NIOHTTP2Handler.StreamConfiguration()
+        configuration.streamResetFrameRateLimit.maximumCount = 20_000
+        configuration.streamResetFrameRateLimit.windowLength = .milliseconds(50)
+        configuration.streamErrorRateLimit.maximumCount = 20_000
+        configuration.streamErrorRateLimit.windowLength = .milliseconds(50)
+        return configuration
+    }()
+
+    /// No SETTINGS frame came from the server in time (a TLS handshake or preface that stalled).
+    struct NoSettings: Error, CustomStringConvertible {
+        var timeout: TimeAmount
+        var description: String { "no HTTP/2 SETTINGS from the server within \(timeout.nanoseconds / 1_000_000) ms" }
     }
 
     /// Opens a stream for `request` and completes `promise` with how it ended.
@@ -136,8 +162,29 @@ final class HTTP2PoolConnection: Sendable {
     }
 }
 
-/// Waits for the TLS handshake and checks that it chose HTTP/2.
-private final class ALPNCheck: ChannelInboundHandler, RemovableChannelHandler {
+/// Settles a connection's readiness once: the first SETTINGS, or the first failure. Touched only
+/// on the connection's event loop.
+private final class Readiness: @unchecked Sendable {
+    private let promise: EventLoopPromise<HTTP2PoolConnection>
+    private var settled = false
+    /// The connection, once the pipeline is built.
+    var connection: HTTP2PoolConnection?
+
+    init(promise: EventLoopPromise<HTTP2PoolConnection>) {
+        self.promise = promise
+    }
+
+    func settle(_ result: Result<HTTP2PoolConnection, any Error>) {
+        promise.futureResult.eventLoop.preconditionInEventLoop()
+        guard !settled else { return }
+        settled = true
+        promise.completeWith(result)
+    }
+}
+
+/// Checks that the TLS handshake chose HTTP/2, and reports TLS failures, so a server that does not
+/// offer `h2` (or a certificate that does not verify) fails the connect at once with its reason.
+private final class ALPNCheck: ChannelInboundHandler {
     typealias InboundIn = NIOAny
 
     /// The server did not agree to HTTP/2 during the TLS handshake.
@@ -146,38 +193,23 @@ private final class ALPNCheck: ChannelInboundHandler, RemovableChannelHandler {
         var description: String { "the server did not negotiate HTTP/2 (ALPN: \(negotiated ?? "none"))" }
     }
 
-    private let promise: EventLoopPromise<Void>
-    private var settled = false
+    private let readiness: Readiness
 
-    init(promise: EventLoopPromise<Void>) {
-        self.promise = promise
+    init(readiness: Readiness) {
+        self.readiness = readiness
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent {
-            settle(negotiated == "h2" ? .success(()) : .failure(NotHTTP2(negotiated: negotiated)))
+        if case .handshakeCompleted(let negotiated) = event as? TLSUserEvent, negotiated != "h2" {
+            readiness.settle(.failure(NotHTTP2(negotiated: negotiated)))
+            context.close(promise: nil)
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        settle(.failure(error))
+        readiness.settle(.failure(error))
         context.fireErrorCaught(error)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        settle(.failure(ChannelError.ioOnClosedChannel))
-        context.fireChannelInactive()
-    }
-
-    func handlerRemoved(context: ChannelHandlerContext) {
-        settle(.failure(ChannelError.ioOnClosedChannel))
-    }
-
-    private func settle(_ result: Result<Void, any Error>) {
-        guard !settled else { return }
-        settled = true
-        promise.completeWith(result)
     }
 }
 

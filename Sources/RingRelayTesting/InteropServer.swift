@@ -190,6 +190,18 @@ public final class InteropServer: Sendable {
         }
     }
 
+    /// The processed requests once there are at least `count` (or after `timeout`): a server logs
+    /// a request after sending its answer, so the client may see the answer first.
+    public func processedRequests(atLeast count: Int, timeout: Duration = .seconds(5)) async -> [String] {
+        let deadline = ContinuousClock.now + timeout
+        var processed = processedRequests()
+        while processed.count < count, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+            processed = processedRequests()
+        }
+        return processed
+    }
+
     /// Stops the server and removes its files.
     public func stop() {
         // SIGTERM (nginx's fast shutdown; its worker goes with the master), then SIGKILL after 5 s.

@@ -64,10 +64,10 @@ import Testing
     }
 
     /// Every push delivered once, and the server processed each `apns-id` exactly once.
-    static func expectExactlyOnce(_ results: [(PushOutcome, apnsID: String)], at server: InteropServer) {
+    static func expectExactlyOnce(_ results: [(PushOutcome, apnsID: String)], at server: InteropServer) async {
         let failed = results.filter { $0.0.disposition != .delivered }
         #expect(failed.isEmpty, "not delivered: \(failed.prefix(3).map { "\($0.0.reason ?? "?") after \($0.0.attempts)" })")
-        let processed = server.processedRequests()
+        let processed = await server.processedRequests(atLeast: results.count)
         let counts = Dictionary(processed.map { ($0, 1) }, uniquingKeysWith: +)
         #expect(processed.count == results.count, "the server processed \(processed.count) requests for \(results.count) pushes")
         #expect(counts.values.allSatisfy { $0 == 1 }, "processed twice: \(counts.filter { $0.value > 1 }.keys.prefix(3))")
@@ -82,7 +82,7 @@ import Testing
         #expect(failed.isEmpty)
         #expect(results.allSatisfy { $0.0.attempts == 1 })
         // nginx logs paths (device tokens), one per request.
-        let processed = harness.server.processedRequests()
+        let processed = await harness.server.processedRequests(atLeast: devices)
         #expect(processed.count == devices)
         #expect(Set(processed).count == devices)
         await harness.shutdown()
@@ -96,7 +96,7 @@ import Testing
             scenario: scenario, arguments: ["--goaway-after", "40", "--refuse-every", "7", "--lower-after", "60", "--expect-key-id", Self.keyID])
         let harness = try Self.harness(server)
         let results = try await harness.fanOut(300)
-        Self.expectExactlyOnce(results, at: server)
+        await Self.expectExactlyOnce(results, at: server)
         let violations = server.events().filter { $0.event == "violation" }
         #expect(violations.isEmpty, "the client broke the server's rules: \(violations.prefix(3))")
         await harness.shutdown()
@@ -107,7 +107,7 @@ import Testing
         let server = try await InteropServer.strict(scenario: "slow", arguments: ["--delay-ms", "50"])
         let harness = try Self.harness(server)
         let results = try await harness.fanOut(20)
-        Self.expectExactlyOnce(results, at: server)
+        await Self.expectExactlyOnce(results, at: server)
         #expect(server.events().filter { $0.event == "violation" }.isEmpty)
         await harness.shutdown()
     }
@@ -126,7 +126,7 @@ import Testing
         }
         // An answer, not a timeout: the request timeout (10 s) never ran out.
         #expect(elapsed < .seconds(8))
-        #expect(server.processedRequests().count == 20)
+        #expect(await server.processedRequests(atLeast: 20).count == 20)
         await harness.shutdown()
     }
 
@@ -158,7 +158,7 @@ import Testing
         }
         #expect(try await first.value.0.disposition == .delivered)
         // Only the first was ever sent.
-        #expect(server.processedRequests().count == 1)
+        #expect(await server.processedRequests(atLeast: 1).count == 1)
         await harness.shutdown()
     }
 }

@@ -51,7 +51,7 @@ import Testing
         let failed = outcomes.filter { $0.disposition != .delivered }
         #expect(failed.isEmpty, "not delivered: \(failed.prefix(3).map { "\($0.reason ?? "?") after \($0.attempts)" })")
         #expect(Set(outcomes.compactMap(\.providerID)).count == 300)
-        let processed = server.processedRequests()
+        let processed = await server.processedRequests(atLeast: 300)
         #expect(processed.count == 300)
         #expect(Set(processed).count == 300)
         #expect(server.events().filter { $0.event == "violation" }.isEmpty)

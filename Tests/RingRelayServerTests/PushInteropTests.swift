@@ -54,7 +54,7 @@ import Testing
             #expect(delivered, "outcomes: \(outcomes)")
             #expect(record.deliveries?.allSatisfy { $0.attempts == 1 } == true)
             // At nginx: one request per binding, none twice.
-            let received = nginx.processedRequests()
+            let received = await nginx.processedRequests(atLeast: devices)
             #expect(received.count == devices)
             #expect(Set(received).count == devices)
         }
@@ -76,7 +76,7 @@ import Testing
             #expect(result.attempts == 1)
             let ready = String(buffer: try await client.send(.get, "/readyz").body)
             #expect(ready.contains(#""reason":"InvalidProviderToken""#))
-            #expect(strict.processedRequests().count == 1)
+            #expect(await strict.processedRequests(atLeast: 1).count == 1)
         }
     }
 }
