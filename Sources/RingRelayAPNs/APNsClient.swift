@@ -194,7 +194,7 @@ public final class APNsClient: Service, Sendable {
         do {
             let response = try await pool.send(
                 HTTP2Request(path: request.path, headers: headers, body: request.payload),
-                timeout: TimeAmount(configuration.requestTimeout), deadline: NIODeadline(deadline, clock: clock))
+                timeout: TimeAmount(configuration.requestTimeout), deadline: .after(deadline.timeIntervalSince(clock.now)))
             let latency = ContinuousClock.now - start
             metrics.recordLatency(latency, kind: request.kind)
             let status = response.status
@@ -301,18 +301,5 @@ public final class APNsClient: Service, Sendable {
                 connectionOpened: { metrics.connectionOpened(environment: environmentName) },
                 connectionClosed: { metrics.connectionClosed(environment: environmentName) },
                 pingSent: { metrics.pingSent() }))
-    }
-}
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        self = .nanoseconds(duration.nanoseconds)
-    }
-}
-
-extension NIODeadline {
-    /// The monotonic deadline that falls at `date` on `clock`.
-    init(_ date: Date, clock: any WallClock) {
-        self = .now() + .nanoseconds(Int64(max(0, date.timeIntervalSince(clock.now)) * 1e9))
     }
 }

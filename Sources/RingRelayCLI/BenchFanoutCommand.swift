@@ -92,7 +92,7 @@ extension BenchCommand {
                 let before = nginx?.loggedRequestCount() ?? 0
                 let cpuBefore = ProcessMemory.cpuSeconds(pid: server.pid) ?? 0
                 let started = ContinuousClock.now
-                let call = try await Self.placeCall(api: api, key: key)
+                let call = try await Self.call(.POST, "/v1/calls", body: #"{"from":"bench","to":"callee"}"#, api: api, key: key)
                 var arrived = 0
                 let deadline = ContinuousClock.now + .seconds(60)
                 if let nginx {
@@ -108,9 +108,9 @@ extension BenchCommand {
                 var lastRecord: CallResource?
                 while ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(200))
-                    let record = try await Self.call(call.id, api: api, key: key)
+                    let record = try await Self.call(.GET, "/v1/calls/\(call.id)", api: api, key: key)
                     lastRecord = record
-                    outcomes = Dictionary((record.deliveries ?? []).map { ($0.outcome ?? "pending", 1) }, uniquingKeysWith: +)
+                    outcomes = Dictionary((record.deliveries ?? []).map { ($0.outcome, 1) }, uniquingKeysWith: +)
                     if outcomes["pending", default: 0] == 0, (record.deliveries?.count ?? 0) == devices { break }
                 }
                 // Without nginx's log to watch, the call's own record says when the last answer came.
@@ -125,27 +125,13 @@ extension BenchCommand {
             return FanoutBenchResult(devices: devices, endpoint: nginx == nil ? "external" : "nginx", runs: runs, peakRSSMiB: ProcessMemory.peakResidentMiB(pid: server.pid))
         }
 
-        /// `POST /v1/calls` to the callee; its answer lists every delivery, so it can be megabytes.
-        private static func placeCall(api: Setup, key: String) async throws -> CallResource {
-            var request = HTTPClientRequest(url: api.base + "/v1/calls")
-            request.method = .POST
-            request.headers.add(name: "Authorization", value: "Bearer \(key)")
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: #"{"from":"bench","to":"callee"}"#))
-            let response = try await api.http.execute(request, timeout: .seconds(30))
-            let body = try await response.body.collect(upTo: 64 << 20)
-            guard response.status == .created || response.status == .ok else {
-                throw ValidationError("POST /v1/calls failed: \(response.status) \(String(buffer: body))")
+        /// `method path` answered with a call resource, which lists every delivery, so it can be megabytes.
+        private static func call(_ method: HTTPMethod, _ path: String, body: String = "", api: Setup, key: String) async throws -> CallResource {
+            let (status, data) = try await api.exchange(method, path, key, body, limit: 64 << 20)
+            guard (200..<300).contains(status) else {
+                throw ValidationError("\(method) \(path) failed: \(status) \(String(decoding: data, as: UTF8.self))")
             }
-            return try JSONDecoder.ringRelay.decode(CallResource.self, from: Data(buffer: body))
-        }
-
-        private static func call(_ id: String, api: Setup, key: String) async throws -> CallResource {
-            var request = HTTPClientRequest(url: api.base + "/v1/calls/\(id)")
-            request.headers.add(name: "Authorization", value: "Bearer \(key)")
-            let response = try await api.http.execute(request, timeout: .seconds(30))
-            let body = try await response.body.collect(upTo: 64 << 20)
-            return try JSONDecoder.ringRelay.decode(CallResource.self, from: Data(buffer: body))
+            return try JSONDecoder.ringRelay.decode(CallResource.self, from: data)
         }
 
         /// Requests of this call nginx received more than once (for the same device token).

@@ -184,15 +184,17 @@ struct Setup {
         return data
     }
 
-    /// Sends a request and returns its answer, whatever the status.
-    func exchange(_ method: HTTPMethod, _ path: String, _ token: String, _ body: String) async throws -> (status: Int, body: Data) {
+    /// Sends a request and returns its answer, whatever the status; answers longer than `limit` bytes are an error.
+    func exchange(
+        _ method: HTTPMethod, _ path: String, _ token: String, _ body: String, limit: Int = 1 << 20
+    ) async throws -> (status: Int, body: Data) {
         var request = HTTPClientRequest(url: base + path)
         request.method = method
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(string: body))
         let response = try await http.execute(request, timeout: .seconds(30))
-        return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: 1 << 20)))
+        return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: limit)))
     }
 }
 

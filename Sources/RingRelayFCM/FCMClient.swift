@@ -180,7 +180,7 @@ public final class FCMClient: Service, Sendable {
         do {
             let response = try await pool.send(
                 http, timeout: TimeAmount(configuration.requestTimeout),
-                deadline: .now() + .nanoseconds(Int64(max(0, deadline.timeIntervalSince(clock.now)) * 1e9)))
+                deadline: .after(deadline.timeIntervalSince(clock.now)))
             let latency = ContinuousClock.now - sent
             metrics.recordLatency(latency)
             let status = response.status
@@ -284,11 +284,5 @@ final class FCMTransport: Sendable {
         configuration.connectionPool = .init(idleTimeout: .seconds(300))
         configuration.timeout = .init(connect: .seconds(10))
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration, backgroundActivityLogger: logger)
-    }
-}
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        self = .nanoseconds(duration.nanoseconds)
     }
 }

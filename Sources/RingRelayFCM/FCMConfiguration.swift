@@ -21,17 +21,11 @@ public struct FCMConfiguration: Sendable {
     /// for this long instead of asking again (new credentials are tried at once).
     public var rejectedAccountHoldOff: Duration = .seconds(30)
 
-    /// The defaults: Google's endpoint.
-    public init() {}
-
     /// Connections to the endpoint at most; more open only when every stream of the open ones is in use.
     public var maxConnections = 4
 
-    /// The send URL for a project: `{endpoint}/v1/projects/{project_id}/messages:send`.
-    public func sendURL(projectID: String) -> String {
-        let project = projectID.addingPercentEncoding(withAllowedCharacters: .fcmPathSegment) ?? projectID
-        return endpoint + "/v1/projects/" + project + "/messages:send"
-    }
+    /// The defaults: Google's endpoint.
+    public init() {}
 
     /// The `:path` of a project's send request: the endpoint's own path, then `/v1/projects/{project_id}/messages:send`.
     public func sendPath(projectID: String) -> String {

@@ -63,20 +63,6 @@ public final class HTTP2ConnectionPool: Sendable {
         }
     }
 
-    /// The pool's state at one moment (for tests and diagnostics).
-    public struct Snapshot: Sendable, Hashable {
-        /// Open connections, going-away ones included.
-        public var connections: Int
-        /// Connections being opened.
-        public var connecting: Int
-        /// Streams open over all connections.
-        public var activeStreams: Int
-        /// Requests waiting for a stream.
-        public var queued: Int
-        /// Each open connection's stream limit.
-        public var limits: [Int]
-    }
-
     private struct Waiter {
         var id: UInt64
         var request: HTTP2Request
@@ -99,6 +85,8 @@ public final class HTTP2ConnectionPool: Sendable {
         var answered = false
 
         var hasRoom: Bool { ready && !goingAway && active < limit }
+        /// Going away with no stream left: time to close it.
+        var isDrained: Bool { goingAway && active == 0 }
     }
 
     private struct State {
@@ -107,6 +95,11 @@ public final class HTTP2ConnectionPool: Sendable {
         var waiters = CircularBuffer<Waiter>()
         var nextID: UInt64 = 0
         var shutDown = false
+
+        /// The connection of slot `id` if it is going away and its last stream is done: it closes then.
+        func drainedConnection(_ id: ObjectIdentifier) -> HTTP2PoolConnection? {
+            slots[id].flatMap { $0.isDrained ? $0.connection : nil }
+        }
     }
 
     /// What to do once the lock is released.
@@ -147,7 +140,7 @@ public final class HTTP2ConnectionPool: Sendable {
             guard !state.shutDown else { return Actions(failures: [(waiter, HTTP2Failure(.shutDown))]) }
             state.waiters.append(waiter)
             let actions = dispatch(&state)
-            if state.waiters.last?.id == waiter.id { scheduleExpiry(ofLast: &state) }
+            if state.waiters.last?.id == waiter.id { scheduleExpiry(at: state.waiters.index(before: state.waiters.endIndex), &state) }
             return actions
         }
         run(actions)
@@ -157,15 +150,6 @@ public final class HTTP2ConnectionPool: Sendable {
             throw failure
         } catch {
             throw HTTP2Failure(.connectionLost, detail: String(describing: error))
-        }
-    }
-
-    /// The pool's state now.
-    public var snapshot: Snapshot {
-        state.withLock { state in
-            Snapshot(
-                connections: state.slots.count, connecting: state.connecting, activeStreams: state.slots.values.reduce(0) { $0 + $1.active },
-                queued: state.waiters.count, limits: state.slots.values.map(\.limit).sorted())
         }
     }
 
@@ -224,15 +208,6 @@ public final class HTTP2ConnectionPool: Sendable {
     }
 
     /// A queued request fails at its deadline rather than waiting for a stream that may never come.
-    private func scheduleExpiry(ofLast state: inout State) {
-        let index = state.waiters.index(before: state.waiters.endIndex)
-        scheduleExpiry(at: index, &state)
-    }
-
-    private func scheduleExpiry(ofFirst state: inout State) {
-        scheduleExpiry(at: state.waiters.startIndex, &state)
-    }
-
     private func scheduleExpiry(at index: CircularBuffer<Waiter>.Index, _ state: inout State) {
         let id = state.waiters[index].id
         let loop = state.waiters[index].promise.futureResult.eventLoop
@@ -271,7 +246,7 @@ public final class HTTP2ConnectionPool: Sendable {
                 guard !state.shutDown else { return Actions(failures: [(again, HTTP2Failure(.shutDown))]) }
                 state.waiters.prepend(again)
                 let actions = dispatch(&state)
-                if state.waiters.first?.id == again.id { scheduleExpiry(ofFirst: &state) }
+                if state.waiters.first?.id == again.id { scheduleExpiry(at: state.waiters.startIndex, &state) }
                 return actions
             }
             run(actions)
@@ -282,9 +257,7 @@ public final class HTTP2ConnectionPool: Sendable {
     private func streamClosed(on id: ObjectIdentifier) {
         let (actions, closing) = state.withLock { state -> (Actions, HTTP2PoolConnection?) in
             state.slots[id]?.active -= 1
-            // A connection going away closes once its last stream is done.
-            let closing = state.slots[id].flatMap { $0.goingAway && $0.active == 0 ? $0.connection : nil }
-            return (dispatch(&state), closing)
+            return (dispatch(&state), state.drainedConnection(id))
         }
         closing?.close()
         run(actions)
@@ -346,7 +319,6 @@ public final class HTTP2ConnectionPool: Sendable {
 
     private func handle(_ event: HTTP2PoolConnection.Event, on id: ObjectIdentifier) {
         let (actions, closing) = state.withLock { state -> (Actions, HTTP2PoolConnection?) in
-            var closing: HTTP2PoolConnection?
             switch event {
             case .settings(let limit):
                 if let limit { state.slots[id]?.limit = min(limit, configuration.maxStreamsPerConnection) }
@@ -357,12 +329,11 @@ public final class HTTP2ConnectionPool: Sendable {
                 }
             case .goAway:
                 state.slots[id]?.goingAway = true
-                if state.slots[id]?.active == 0 { closing = state.slots[id]?.connection }
             case .closed:
                 // A connection that never became ready was never counted as opened.
                 if let slot = state.slots.removeValue(forKey: id), slot.ready { observer.connectionClosed() }
             }
-            return (dispatch(&state), closing)
+            return (dispatch(&state), state.drainedConnection(id))
         }
         closing?.close()
         run(actions)

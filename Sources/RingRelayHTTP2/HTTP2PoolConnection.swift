@@ -136,12 +136,12 @@ final class HTTP2PoolConnection: Sendable {
         fields.add(name: ":path", value: request.path)
         fields.add(name: ":authority", value: authority)
         for (name, value) in request.headers { fields.add(name: name, value: value) }
-        let body = request.body
+        let (headers, body) = (fields, request.body)
         multiplexer.createStreamChannel { stream in
             stream.eventLoop.makeCompletedFuture {
                 try stream.pipeline.syncOperations.addHandler(
                     HTTP2StreamHandler(
-                        headers: fields, body: body, timeout: timeout, promise: promise,
+                        headers: headers, body: body, timeout: timeout, promise: promise,
                         notProcessed: { [weak self] id in Int32(Int(id)) > self?.goAwayLastStreamID.load(ordering: .relaxed) ?? .max }))
             }
         }.whenComplete { result in

@@ -242,32 +242,34 @@ public final class InteropServer: Sendable {
     }
 
     private static func canConnect(port: Int) -> Bool {
+        withLoopbackSocket(port: port) { fd, address, length in connect(fd, address, length.pointee) == 0 } ?? false
+    }
+
+    private static func freePort() throws -> Int {
+        let port = withLoopbackSocket(port: 0) { fd, address, length -> Int? in
+            guard bind(fd, address, length.pointee) == 0, getsockname(fd, address, length) == 0 else { return nil }
+            return Int(UInt16(bigEndian: address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_port }))
+        }
+        guard let port = port ?? nil else { throw Unavailable("no free loopback port (bind failed)") }
+        return port
+    }
+
+    /// Runs `body` with a new TCP socket and the address 127.0.0.1:`port`, then closes the socket;
+    /// `nil` when no socket could be made.
+    private static func withLoopbackSocket<Result>(
+        port: Int, _ body: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Result
+    ) -> Result? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else { return nil }
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Unavailable("socket() failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        return withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body(fd, $0, &length) }
         }
-        guard bound else { throw Unavailable("bind() failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// The first line the process prints, read on a thread of its own (a blocking read must not

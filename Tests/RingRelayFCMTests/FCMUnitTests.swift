@@ -224,10 +224,13 @@ import _CryptoExtras
         #expect(FCMClient.retryAfter(formatter.string(from: now.addingTimeInterval(12)), now: now) == .seconds(12))
     }
 
-    @Test func sendURLNamesTheProject() {
+    @Test func sendPathNamesTheProject() {
         var configuration = FCMConfiguration()
-        #expect(configuration.sendURL(projectID: "myproject-b5ae1") == "https://fcm.googleapis.com/v1/projects/myproject-b5ae1/messages:send")
+        #expect(configuration.sendPath(projectID: "myproject-b5ae1") == "/v1/projects/myproject-b5ae1/messages:send")
         configuration.endpoint = "https://127.0.0.1:8443"
-        #expect(configuration.sendURL(projectID: "a/b") == "https://127.0.0.1:8443/v1/projects/a%2Fb/messages:send")
+        #expect(configuration.sendPath(projectID: "a/b") == "/v1/projects/a%2Fb/messages:send")
+        // An endpoint with a path of its own keeps it.
+        configuration.endpoint = "https://127.0.0.1:8443/fcm/"
+        #expect(configuration.sendPath(projectID: "a/b") == "/fcm/v1/projects/a%2Fb/messages:send")
     }
 }

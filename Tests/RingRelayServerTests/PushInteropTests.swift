@@ -50,7 +50,7 @@ import Testing
                 return record?.deliveries?.count == devices && record?.deliveries?.allSatisfy { $0.outcome == "delivered" } == true
             }
             let record = try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self)
-            let outcomes = Dictionary((record.deliveries ?? []).map { ($0.outcome ?? "pending", 1) }, uniquingKeysWith: +)
+            let outcomes = Dictionary((record.deliveries ?? []).map { ($0.outcome, 1) }, uniquingKeysWith: +)
             #expect(delivered, "outcomes: \(outcomes)")
             #expect(record.deliveries?.allSatisfy { $0.attempts == 1 } == true)
             // At nginx: one request per binding, none twice.
