@@ -156,7 +156,8 @@ public final class APNsClient: Service, Sendable {
             return PushRetryPolicy.Attempt(
                 outcome: PushOutcome(
                     disposition: disposition, status: attempt.status, reason: attempt.reason, providerID: attempt.apnsID,
-                    invalidSince: attempt.timestamp, latency: attempt.latency))
+                    invalidSince: attempt.timestamp, latency: attempt.latency),
+                connectionLost: tracked.connectionLost)
         }
         metrics.record(outcome, kind: request.kind)
         return outcome
@@ -216,7 +217,9 @@ public final class APNsClient: Service, Sendable {
                 return failure("ConnectionError")
             case .refused, .connectionLost:
                 logger.debug("APNs connection error", metadata: ["push.reason": .string(error.description)])
-                return failure("ConnectionError")
+                var lost = failure("ConnectionError")
+                lost.connectionLost = true
+                return lost
             }
         }
     }
@@ -226,6 +229,8 @@ public final class APNsClient: Service, Sendable {
 
     /// An attempt and the provider token it carried (kept out of the public value: it is a credential).
     private struct TrackedAttempt {
+        /// The connection was lost (or the stream refused too often) before an answer.
+        var connectionLost = false
         var attempt: APNsAttempt
         var sentToken: String?
     }

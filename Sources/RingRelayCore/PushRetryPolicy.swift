@@ -6,6 +6,10 @@ import Foundation
 /// exponential back-off (plus any `Retry-After` the service asked for), while attempts remain and
 /// the next one would still start before the deadline (the ring's end: a push after it would ring
 /// a phone for a call that is over). Anything else is final at once.
+///
+/// An attempt that ended because its connection was lost before the answer does not use up one of
+/// ``maxAttempts``: the push was fine, its connection was not, so only the deadline (and the
+/// growing back-off) bounds those resends.
 public struct PushRetryPolicy: Sendable {
     /// Attempts at most, the first included.
     public var maxAttempts: Int
@@ -24,11 +28,14 @@ public struct PushRetryPolicy: Sendable {
         public var outcome: PushOutcome
         /// How long the service asked to wait before the next attempt.
         public var retryAfter: Duration?
+        /// Whether the connection was lost before an answer (the attempt is not counted).
+        public var connectionLost: Bool
 
         /// Creates an attempt's answer.
-        public init(outcome: PushOutcome, retryAfter: Duration? = nil) {
+        public init(outcome: PushOutcome, retryAfter: Duration? = nil, connectionLost: Bool = false) {
             self.outcome = outcome
             self.retryAfter = retryAfter
+            self.connectionLost = connectionLost
         }
     }
 
@@ -43,13 +50,15 @@ public struct PushRetryPolicy: Sendable {
         attempt: (Int) async -> Attempt
     ) async -> PushOutcome {
         var number = 0
+        var counted = 0
         while true {
             number += 1
             let answer = await attempt(number)
+            if !answer.connectionLost { counted += 1 }
             var outcome = answer.outcome
             outcome.attempts = number
             let wait = (answer.retryAfter ?? .zero) + backoff(attempt: number)
-            guard outcome.disposition == .retry, number < maxAttempts,
+            guard outcome.disposition == .retry, counted < maxAttempts,
                 clock.now.addingTimeInterval(wait.timeInterval) < deadline
             else { return outcome }
             try? await sleep(wait)

@@ -146,7 +146,7 @@ public final class FCMClient: Service, Sendable {
                 outcome: PushOutcome(
                     disposition: disposition, status: attempt.status, reason: attempt.reason, providerID: attempt.messageName,
                     latency: attempt.latency),
-                retryAfter: attempt.retryAfter)
+                retryAfter: attempt.retryAfter, connectionLost: tracked.connectionLost)
         }
         metrics.record(outcome)
         return outcome
@@ -207,13 +207,17 @@ public final class FCMClient: Service, Sendable {
                 return failure("ConnectionError", .retry)
             case .refused, .connectionLost:
                 logger.debug("FCM connection error", metadata: ["push.reason": .string(error.description)])
-                return failure("ConnectionError", .retry)
+                var lost = failure("ConnectionError", .retry)
+                lost.connectionLost = true
+                return lost
             }
         }
     }
 
     /// An attempt with the access token it carried (kept out of the public value: it is a credential).
     private struct TrackedAttempt {
+        /// The connection was lost (or the stream refused too often) before an answer.
+        var connectionLost = false
         var attempt: FCMAttempt
         var sentToken: String?
         var errorCode: FCMErrorCode?

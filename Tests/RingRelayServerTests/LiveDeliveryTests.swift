@@ -73,7 +73,15 @@ import Testing
     }
 
     @Test func aTwilioCallRingsTheLiveDeviceWithTheBodyUnchanged() async throws {
-        try await TestServer.withPushServer(.live, configure: { $0.trustProxy = true }) { server, _, client, key in
+        // The device acks at once; the 10 s window (not the default 1 s) only keeps a starved test
+        // process from turning that ack into "unacknowledged".
+        try await TestServer.withPushServer(
+            .live,
+            configure: {
+                $0.trustProxy = true
+                $0.liveFallback = .seconds(10)
+            }
+        ) { server, _, client, key in
             let accountID = try await WebhookTests.configureProviders(client, key: key, admin: server.adminToken)
             let bob = try await LiveDevice.connect(port: try #require(client.port), token: try await client.accessToken(identity: "bob", deviceID: "b1", key: key))
             let body = WebhookTests.twilioBody(messageID: "WB-live-1")
