@@ -204,16 +204,16 @@ public final class InteropServer: Sendable {
 
     /// Stops the server and removes its files.
     public func stop() {
-        // SIGTERM (nginx's fast shutdown; its worker goes with the master), then SIGKILL after 5 s.
-        // Polled rather than waitUntilExit(), which spins a run loop on Linux.
-        let pid = process.processIdentifier
-        if process.isRunning { kill(pid, SIGTERM) }
-        for _ in 0..<250 where process.isRunning { usleep(20_000) }
-        if process.isRunning {
-            kill(pid, SIGKILL)
-            for _ in 0..<50 where process.isRunning { usleep(20_000) }
+        // SIGTERM (nginx's fast shutdown; its worker goes with the master) now; the wait for the
+        // exit, SIGKILL after 5 s and the clean-up run on a thread of their own, so a test's
+        // `defer` never holds one of the few cooperative threads the other tests need.
+        let (process, directory) = (self.process, self.directory)
+        if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        Thread.detachNewThread {
+            for _ in 0..<250 where process.isRunning { usleep(20_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            directory.remove()
         }
-        directory.remove()
     }
 
     /// The server could not be started.
