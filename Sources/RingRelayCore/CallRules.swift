@@ -27,10 +27,10 @@ public struct CallActor: Sendable, Hashable {
     }
 }
 
-/// The kinds of event a state change sends to devices (rings are not state changes, so they are
-/// not here). Raw values are the wire names; the server sends each as the `CallEventType` of the
-/// same name (RingRelayWire, which Core does not import).
+/// The kinds of event a state change sends to devices. Raw values are the wire names.
 public enum CallEventKind: String, Sendable, Hashable, CaseIterable {
+    case incoming = "call.incoming"
+    case notification = "call.notification"
     case cancelled = "call.cancelled"
     case answeredElsewhere = "call.answered_elsewhere"
     case declinedElsewhere = "call.declined_elsewhere"
@@ -117,8 +117,7 @@ public struct CallChange: Sendable, Hashable {
     }
 }
 
-/// The call rules: who may do what in which state, and who hears about it (see "Calls and live
-/// connections" in docs/ARCHITECTURE.md).
+/// The call rules of DESIGN.md: who may do what in which state, and who hears about it.
 ///
 /// Pure functions; the server applies the ``CallChange`` as one conditional store update and sends
 /// the ``PlannedEvent``s over live connections.
@@ -139,7 +138,7 @@ public enum CallRules {
             guard isCallee else { throw .forbidden("Only the callee's devices may \(command.rawValue) a call.") }
         case .cancel:
             guard call.source == .native else {
-                throw .init(.conflict, code: .callNotCancellable, "A \(call.source.rawValue) call is cancelled by its provider, not through RingRelay.")
+                throw .init(.conflict, code: "call_not_cancellable", "A \(call.source.rawValue) call is cancelled by its provider, not through RingRelay.")
             }
             guard isCaller else { throw .forbidden("Only the caller may cancel a call.") }
         case .end:
@@ -180,7 +179,7 @@ public enum CallRules {
     public static func conflict(_ command: CallCommand, state: CallState, callID: String) -> RingRelayError {
         let needs = command == .end ? "an accepted call" : "a ringing call"
         var error = RingRelayError(
-            .conflict, code: command == .end ? RingRelayError.Code.callNotActive : .callNotRinging,
+            .conflict, code: command == .end ? "call_not_active" : "call_not_ringing",
             "Call '\(callID)' is \(state.rawValue); \(command.rawValue) needs \(needs).")
         error.state = state.rawValue
         return error

@@ -3,8 +3,7 @@ import RingRelayCore
 import Synchronization
 import _CryptoExtras
 
-/// FCM's and Google OAuth's rules as the simulator applies them (FCM HTTP v1 `messages:send`, Google's
-/// JWT-bearer token exchange).
+/// FCM's and Google OAuth's rules as the simulator applies them (protocols.md §2).
 enum FCMRules {
     static let tokenPath = "/token"
     static let sendPathPrefix = "/v1/projects/"
