@@ -12,7 +12,9 @@ import Testing
 @Suite(.serialized) struct ProcessTests {
     let adminToken = "process-test-admin-token-0123456789"
 
-    private static func request(_ method: HTTPMethod, _ url: String, token: String, body: String? = nil) async throws -> (Int, Data) {
+    private static func request(
+        _ method: HTTPMethod, _ url: String, token: String, body: String? = nil, client: HTTPClient = .shared
+    ) async throws -> (Int, Data) {
         var request = HTTPClientRequest(url: url)
         request.method = method
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
@@ -20,7 +22,7 @@ import Testing
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(string: body))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let response = try await client.execute(request, timeout: .seconds(30))
         return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: 1 << 20)))
     }
 
@@ -92,23 +94,20 @@ import Testing
         let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
 
         let acknowledged = ServerProcess.Collected()  // binding ids, one per line
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for worker in 0..<8 {
-                group.addTask {
-                    for index in 0..<400 {
-                        let body = #"{"identity":"user-\#(worker)","type":"fcm","token":"token-\#(worker)-\#(index)"}"#
-                        guard let (status, data) = try? await Self.request(.POST, url + "/v1/bindings", token: key, body: body) else { return }
-                        guard status == 201, let binding = try? JSONDecoder.ringRelay.decode(BindingResource.self, from: data) else { return }
-                        acknowledged.text.withLock { $0 += binding.id + "\n" }
-                    }
-                }
-            }
-            group.addTask {
-                while acknowledged.text.withLock({ $0.count }) < 100 * 31 { try await Task.sleep(for: .milliseconds(5)) }
-                server.signal(SIGTERM)
-            }
-            try await group.waitForAll()
+        // Once the server has gone, a request fails at once instead of retrying the connection
+        // until its 30 s timeout (AsyncHTTPClient's default), which is all this test would wait for.
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        let load: Result<Void, any Error>
+        do {
+            try await Self.loadUntilSIGTERM(server: server, url: url, key: key, client: client, acknowledged: acknowledged)
+            load = .success(())
+        } catch {
+            load = .failure(error)
         }
+        try await client.shutdown()
+        try load.get()
         #expect(try await server.waitForExit() == 0)
         let ids = acknowledged.text.withLock { $0 }.split(separator: "\n").map(String.init)
         #expect(ids.count >= 100)
@@ -127,6 +126,34 @@ import Testing
         #expect(Set(ids).isSubset(of: stored), "lost \(Set(ids).subtracting(stored).count) acknowledged bindings")
         restarted.signal(SIGTERM)
         #expect(try await restarted.waitForExit() == 0)
+    }
+
+    /// Eight clients adding bindings as fast as they can; SIGTERM once 100 are acknowledged.
+    private static func loadUntilSIGTERM(
+        server: ServerProcess, url: String, key: String, client: HTTPClient, acknowledged: ServerProcess.Collected
+    ) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    for index in 0..<400 {
+                        let body = #"{"identity":"user-\#(worker)","type":"fcm","token":"token-\#(worker)-\#(index)"}"#
+                        guard let (status, data) = try? await Self.request(.POST, url + "/v1/bindings", token: key, body: body, client: client),
+                            status == 201, let binding = try? JSONDecoder.ringRelay.decode(BindingResource.self, from: data)
+                        else { return }
+                        acknowledged.text.withLock { $0 += binding.id + "\n" }
+                    }
+                }
+            }
+            group.addTask {
+                // 100 ids of 31 bytes, or 60 s if the requests fail (the count check says so).
+                let deadline = ContinuousClock.now + .seconds(60)
+                while acknowledged.text.withLock({ $0.count }) < 100 * 31, ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                server.signal(SIGTERM)
+            }
+            try await group.waitForAll()
+        }
     }
 
     @Test func adminVerbsTalkToARunningServer() async throws {
