@@ -37,7 +37,9 @@ let package = Package(
     targets: [
         .target(
             name: "RingRelayCore",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
+            // Wire (no dependencies of its own) for the protocol's names: the call rules plan
+            // events by the wire's own CallEventType.
+            dependencies: ["RingRelayWire", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         .target(

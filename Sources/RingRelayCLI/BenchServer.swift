@@ -20,11 +20,21 @@ struct BenchServer {
     init(dataDirectory: String, arguments: [String] = []) throws {
         adminToken = "bench-admin-token-0123456789"
         process = Process()
-        process.executableURL = Self.executable
-        process.arguments =
+        let serve =
             [
                 "serve", "--port", "0", "--data-dir", dataDirectory, "--admin-token", adminToken, "--log-level", "warning", "--rate-limit", "0",
             ] + arguments
+        // RINGRELAY_BENCH_WRAPPER="valgrind --tool=callgrind" runs the server under that command,
+        // to count its instructions (see docs/BENCHMARKS.md).
+        if let wrapper = ProcessInfo.processInfo.environment["RINGRELAY_BENCH_WRAPPER"]?.split(separator: " ").map(String.init),
+            let command = wrapper.first
+        {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = [command] + wrapper.dropFirst() + [Self.executable.path] + serve
+        } else {
+            process.executableURL = Self.executable
+            process.arguments = serve
+        }
         output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.standardError

@@ -11,60 +11,120 @@ import RingRelayWire
 import Synchronization
 
 extension BenchCommand {
-    /// `ringrelay bench webhooks`: signed Twilio webhooks into a real server process, timed to the
-    /// push's arrival at the APNs simulator.
+    /// `ringrelay bench webhooks`: signed Twilio webhooks into a real server process, each one
+    /// push, to the APNs simulator (arrivals timed) or to nginx (arrivals counted from its log).
     struct Webhooks: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "webhooks",
-            abstract: "Signed Twilio webhooks at a fixed rate into a `ringrelay serve` child process, timed to push arrival.",
+            abstract: "Signed Twilio webhooks into a `ringrelay serve` child process, each one push; open loop at --rate, or wrk at full speed.",
             discussion: """
-                Starts the APNs simulator in this process and `ringrelay serve` (this same executable) as a child on \
-                an empty data directory, sets up an account with APNs and Twilio credentials and --callees identities \
-                with one VoIP binding each, then sends webhooks at --rate for --duration seconds (open loop). Reports \
-                webhooks/s, webhook-to-push-arrival and webhook response percentiles, and the server's peak RSS. Build \
+                Starts the APNs endpoint (--apns simulator: in this process, timing each push's arrival; --apns nginx: \
+                Debian's nginx answering 200, counting pushes and their apns-ids in its log) and `ringrelay serve` (this \
+                same executable) as a child on an empty data directory, with info-level logs. Sets up an account with \
+                APNs and Twilio credentials and --callees identities with one VoIP binding each. Then either sends \
+                webhooks at --rate for --duration seconds from this process (open loop), or, with --wrk, runs wrk as a \
+                second process sending --count distinct pre-signed webhooks over --connections keep-alive connections \
+                as fast as the server answers (closed loop). A webhook's answer waits for its push's answer, so its \
+                response time bounds the time to push from above. Reports webhooks/s, errors, latencies, pushes that \
+                arrived (and, with nginx, any sent twice), the server's CPU time per webhook and its peak RSS. Build \
                 with -c release for meaningful figures.
                 """)
 
-        @Option(help: "Webhooks per second.") var rate = 1000
-        @Option(help: "Seconds of load.") var duration = 60
+        enum Endpoint: String, ExpressibleByArgument, CaseIterable {
+            case simulator, nginx
+        }
+
+        @Option(help: "The APNs endpoint: simulator or nginx.") var apns: Endpoint = .simulator
+        @Option(help: "Webhooks per second (open loop).") var rate = 1000
+        @Option(help: "Seconds of load (open loop).") var duration = 60
+        @Flag(help: "Send with wrk from a second process as fast as the server answers (apt-get install wrk).") var wrk = false
+        @Option(help: "Webhooks wrk sends, each once.") var count = 100_000
+        @Option(help: "wrk's keep-alive connections.") var connections = 64
+        @Option(help: "wrk's threads.") var wrkThreads = 1
         @Option(help: "Distinct callees (one VoIP binding each).") var callees = 100
         @Flag(help: "Print the result as JSON.") var json = false
 
         func validate() throws {
-            guard rate > 0, duration > 0, callees > 0 else { throw ValidationError("--rate, --duration and --callees must be positive.") }
+            guard rate > 0, duration > 0, callees > 0, count > 0, connections > 0, wrkThreads > 0 else {
+                throw ValidationError("--rate, --duration, --count, --connections, --wrk-threads and --callees must be positive.")
+            }
+            if wrk, apns != .nginx { throw ValidationError("--wrk counts pushes at nginx: add --apns nginx.") }
         }
 
         func run() async throws {
             let directory = try TemporaryDirectory(prefix: "ringrelay-bench-webhooks")
             defer { directory.remove() }
             let arrivals = Arrivals()
-            var simulatorConfiguration = APNsSimulator.Configuration()
-            // Arrivals are timed by the callback; keeping pushes would only cost the load's own CPU.
-            simulatorConfiguration.maximumRecordedPushes = 0
-            simulatorConfiguration.onPush = { push in
-                if let id = Self.messageID(in: push.payload) { arrivals.arrived(id) }
-            }
-            let simulator = try APNsSimulator(configuration: simulatorConfiguration)
-            try await simulator.start()
-            let caFile = directory.appending("apns.pem")
-            try simulator.writeCertificate(toFile: caFile)
             let signingKey = P256.Signing.PrivateKey()
-            simulator.registerSigningKey(teamID: "BENCH12345", keyID: "BENCHKEY01", publicKey: signingKey.publicKey, topics: ["com.example.bench"])
-
+            var simulator: APNsSimulator?
+            var nginx: InteropServer?
+            let url: String
+            let caFile: String
+            switch apns {
+            case .simulator:
+                var simulatorConfiguration = APNsSimulator.Configuration()
+                // Arrivals are timed by the callback; keeping pushes would only cost the load's own CPU.
+                simulatorConfiguration.maximumRecordedPushes = 0
+                simulatorConfiguration.onPush = { push in
+                    if let id = Self.messageID(in: push.payload) { arrivals.arrived(id) }
+                }
+                let started = try APNsSimulator(configuration: simulatorConfiguration)
+                try await started.start()
+                started.registerSigningKey(teamID: "BENCH12345", keyID: "BENCHKEY01", publicKey: signingKey.publicKey, topics: ["com.example.bench"])
+                caFile = directory.appending("apns.pem")
+                try started.writeCertificate(toFile: caFile)
+                url = started.url
+                simulator = started
+            case .nginx:
+                let started = try await InteropServer.nginx(maxConcurrentStreams: 1000)
+                (url, caFile) = (started.url, started.caFile)
+                nginx = started
+            }
+            defer { nginx?.stop() }
             let server = try BenchServer(
                 dataDirectory: directory.appending("data"),
-                arguments: ["--apns-endpoint-production", simulator.url, "--apns-endpoint-sandbox", simulator.url, "--push-ca-file", caFile])
+                arguments: ["--apns-endpoint-production", url, "--apns-endpoint-sandbox", url, "--push-ca-file", caFile, "--log-level", "info"])
             defer { server.terminate() }
 
-            let result = try await server.withHTTPClient { http in
-                try await measure(http: http, server: server, simulator: simulator, signingKey: signingKey, arrivals: arrivals)
+            var result = try await server.withHTTPClient { http in
+                let webhook = try await prepare(http: http, server: server, signingKey: signingKey)
+                let before = nginx?.loggedRequestCount() ?? 0
+                let cpuBefore = ProcessMemory.cpuSeconds(pid: server.pid) ?? 0
+                var result: WebhookBenchResult
+                if wrk, let nginx {
+                    result = try await measureWithWrk(webhook: webhook, directory: directory, nginx: nginx)
+                } else {
+                    result = try await measureOpenLoop(webhook: webhook, arrivals: arrivals)
+                }
+                // The last pushes' arrivals (nginx logs a request once it has answered it).
+                let deadline = ContinuousClock.now + .seconds(30)
+                if let nginx {
+                    while nginx.loggedRequestCount() - before < result.webhooks, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(10))
+                    }
+                    let received = nginx.processedRequests().dropFirst(before)
+                    result.pushesArrived = received.count
+                    result.duplicates = received.count - Set(received).count
+                } else {
+                    try await Task.sleep(for: .milliseconds(500))
+                    let latencies = arrivals.latencies.sorted()
+                    result.pushesArrived = latencies.count
+                    result.pushP50Ms = percentileMs(latencies, 0.50)
+                    result.pushP99Ms = percentileMs(latencies, 0.99)
+                    result.pushMaxMs = (latencies.last ?? .zero).timeInterval * 1000
+                }
+                let cpu = (ProcessMemory.cpuSeconds(pid: server.pid) ?? 0) - cpuBefore
+                result.serverCPUMicrosecondsPerWebhook = cpu * 1e6 / Double(result.webhooks)
+                return result
             }
+            result.serverPeakRSSMiB = ProcessMemory.peakResidentMiB(pid: server.pid)
+            await server.stop()
+            try await simulator?.shutdown()
             try emit(result, summary: result.summary, json: json)
         }
 
-        private func measure(
-            http: HTTPClient, server: BenchServer, simulator: APNsSimulator, signingKey: P256.Signing.PrivateKey, arrivals: Arrivals
-        ) async throws -> WebhookBenchResult {
+        /// The account, its APNs and Twilio credentials and the callees' bindings; a warm-up.
+        private func prepare(http: HTTPClient, server: BenchServer, signingKey: P256.Signing.PrivateKey) async throws -> WebhookSender {
             let api = Setup(http: http, base: server.base)
             let account = try await server.createAccount(http: http)
             let apns = try JSONSerialization.data(withJSONObject: [
@@ -76,13 +136,18 @@ extension BenchCommand {
             _ = try await api.send(.PUT, "/v1/credentials/twilio", account.apiKey, #"{"accountSid":"\#(sid)","authToken":"\#(authToken)"}"#)
             for index in 0..<callees {
                 let token = (0..<32).map { String(format: "%02x", ($0 &* 7 &+ index) & 0xFF) }.joined() + String(format: "%08x", index)
-                _ = try await api.send(.POST, "/v1/bindings", account.apiKey, #"{"identity":"user-\#(index)","type":"apns_voip","token":"\#(token)"}"#)
+                _ = try await api.send(
+                    .POST, "/v1/bindings", account.apiKey,
+                    #"{"identity":"user-\#(index)","type":"apns_voip","token":"\#(token)","environment":"production"}"#)
             }
-
             // Warm up: connections and the provider token, outside the measurement.
             let webhook = WebhookSender(http: http, base: server.base, accountID: account.id, sid: sid, authToken: authToken)
             for index in 0..<min(50, callees) { _ = await webhook.send(messageID: "WBwarm\(index)", callee: "user-\(index)") }
+            return webhook
+        }
 
+        /// --rate webhooks a second for --duration seconds from this process.
+        private func measureOpenLoop(webhook: WebhookSender, arrivals: Arrivals) async throws -> WebhookBenchResult {
             let calleeCount = callees
             let load = LoadGenerator(count: rate * duration, concurrency: .max, rate: rate)
             let (elapsed, responses) = try await load.run { index in
@@ -90,24 +155,44 @@ extension BenchCommand {
                 arrivals.sent(messageID)
                 return await webhook.send(messageID: messageID, callee: "user-\(index % calleeCount)") == 200
             }
-            let total = load.count
-            try await Task.sleep(for: .milliseconds(500))  // the last pushes' arrivals
-            let peakRSS = ProcessMemory.peakResidentMiB(pid: server.pid)
-            await server.stop()
-            try await simulator.shutdown()
-
-            let pushLatencies = arrivals.latencies.sorted()
-            let responseLatencies = responses.sorted
+            let sorted = responses.sorted
             return WebhookBenchResult(
-                webhooks: total, failures: responses.failures.withLock { $0 }, pushesArrived: pushLatencies.count, seconds: elapsed.timeInterval,
-                webhooksPerSecond: Double(total) / elapsed.timeInterval, targetRate: rate,
-                pushP50Ms: percentileMs(pushLatencies, 0.50), pushP99Ms: percentileMs(pushLatencies, 0.99),
-                pushMaxMs: (pushLatencies.last ?? .zero).timeInterval * 1000,
-                responseP50Ms: percentileMs(responseLatencies, 0.50), responseP99Ms: percentileMs(responseLatencies, 0.99),
-                serverPeakRSSMiB: peakRSS)
+                apns: apns.rawValue, load: "open loop at \(rate)/s", webhooks: load.count, failures: responses.failures.withLock { $0 },
+                seconds: elapsed.timeInterval, webhooksPerSecond: Double(load.count) / elapsed.timeInterval,
+                responseP50Ms: percentileMs(sorted, 0.50), responseP99Ms: percentileMs(sorted, 0.99),
+                responseMaxMs: (sorted.last ?? .zero).timeInterval * 1000)
         }
 
-        /// `twi_message_id` of a pushed payload.
+        /// --count pre-signed webhooks from wrk, closed loop over --connections; timed by the
+        /// first and last push nginx logged.
+        private func measureWithWrk(webhook: WebhookSender, directory: TemporaryDirectory, nginx: InteropServer) async throws -> WebhookBenchResult {
+            let requests = directory.appending("webhooks.txt")
+            var lines = ""
+            lines.reserveCapacity(count * 520)
+            for index in 0..<count {
+                let signed = webhook.signed(messageID: "WB\(index)", callee: "user-\(index % callees)")
+                lines += "\(signed.path) \(signed.signature) \(signed.body)\n"
+            }
+            try Data(lines.utf8).write(to: URL(fileURLWithPath: requests))
+            let script = directory.appending("webhooks.lua")
+            try Data(WrkScript.text.utf8).write(to: URL(fileURLWithPath: script))
+            let before = nginx.loggedRequestCount()
+            let wrk = try WrkScript.start(
+                base: webhook.base, script: script, arguments: [requests, String(wrkThreads)], threads: wrkThreads, connections: connections)
+            let deadline = ContinuousClock.now + .seconds(600)
+            while nginx.loggedRequestCount() - before < count, wrk.isRunning, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try await Task.sleep(for: .milliseconds(200))  // the last answers reach wrk
+            let report = try await wrk.finish()
+            let arrivals = nginx.nginxLog().dropFirst(before).map(\.at)
+            let seconds = max((arrivals.max() ?? 0) - (arrivals.min() ?? 0), 0.001)
+            return WebhookBenchResult(
+                apns: apns.rawValue, load: "wrk, \(connections) connections, \(wrkThreads) thread(s)", webhooks: count,
+                failures: report.errors, seconds: seconds, webhooksPerSecond: Double(min(arrivals.count, count)) / seconds,
+                responseP50Ms: report.p50Ms, responseP99Ms: report.p99Ms, responseMaxMs: report.maxMs)
+        }
+
         /// The `twi_message_id` of a pushed body, found as bytes: the bench wrote the body, so it
         /// knows the spelling, and parsing every push would spend the load's own CPU.
         static func messageID(in payload: Data) -> String? {
@@ -148,18 +233,23 @@ struct WebhookSender: Sendable {
     let sid: String
     let authToken: String
 
+    /// One notification as Twilio signs it: the path (with its `bodySHA256`), the signature and the JSON body.
+    func signed(messageID: String, callee: String) -> (path: String, signature: String, body: String) {
+        let body =
+            #"{"twi_account_sid":"\#(sid)","twi_bridge_token":"eyJiZW5jaA","twi_call_sid":"CA\#(messageID)","twi_from":"client:bench","twi_message_id":"\#(messageID)","twi_message_type":"twilio.voice.call","twi_to":"client:\#(callee)"}"#
+        let path = "/v1/webhooks/twilio/\(accountID)?bodySHA256=\(SHA256.hash(data: Data(body.utf8)).hexEncoded)"
+        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: Data((base + path).utf8), using: SymmetricKey(data: Data(authToken.utf8)))
+        return (path, Data(mac).base64EncodedString(), body)
+    }
+
     /// Posts one notification; returns the HTTP status (0 when the request failed).
     func send(messageID: String, callee: String) async -> Int {
-        let body = Array(
-            #"{"twi_account_sid":"\#(sid)","twi_bridge_token":"eyJiZW5jaA","twi_call_sid":"CA\#(messageID)","twi_from":"client:bench","twi_message_id":"\#(messageID)","twi_message_type":"twilio.voice.call","twi_to":"client:\#(callee)"}"#.utf8)
-        let hash = SHA256.hash(data: body).hexEncoded
-        let url = "\(base)/v1/webhooks/twilio/\(accountID)?bodySHA256=\(hash)"
-        let mac = HMAC<Insecure.SHA1>.authenticationCode(for: Data(url.utf8), using: SymmetricKey(data: Data(authToken.utf8)))
-        var request = HTTPClientRequest(url: url)
+        let signed = signed(messageID: messageID, callee: callee)
+        var request = HTTPClientRequest(url: base + signed.path)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: "X-Twilio-Signature", value: Data(mac).base64EncodedString())
-        request.body = .bytes(ByteBuffer(bytes: body))
+        request.headers.add(name: "X-Twilio-Signature", value: signed.signature)
+        request.body = .bytes(ByteBuffer(string: signed.body))
         do {
             let response = try await http.execute(request, timeout: .seconds(30))
             _ = try await response.body.collect(upTo: 1 << 20)
@@ -200,26 +290,40 @@ struct Setup {
 
 /// What a webhook benchmark measured.
 struct WebhookBenchResult: Codable {
+    var apns: String
+    var load: String
     var webhooks: Int
+    /// Answers other than 200, and requests that got no answer.
     var failures: Int
-    var pushesArrived: Int
     var seconds: Double
     var webhooksPerSecond: Double
-    var targetRate: Int
-    var pushP50Ms: Double
-    var pushP99Ms: Double
-    var pushMaxMs: Double
     var responseP50Ms: Double
     var responseP99Ms: Double
+    var responseMaxMs: Double
+    var pushesArrived = 0
+    /// Pushes the endpoint received more than once (nginx, by apns-id).
+    var duplicates: Int?
+    /// Webhook sent → push at the simulator.
+    var pushP50Ms: Double?
+    var pushP99Ms: Double?
+    var pushMaxMs: Double?
+    var serverCPUMicrosecondsPerWebhook: Double?
     var serverPeakRSSMiB: Double?
 
     var summary: String {
-        """
-        webhooks     \(webhooks) signed Twilio notifications at \(targetRate)/s (\(failures) not answered 200)
-        throughput   \(String(format: "%.0f", webhooksPerSecond)) webhooks/s over \(String(format: "%.1f", seconds)) s; \(pushesArrived) pushes arrived
-        to push      p50 \(String(format: "%.2f", pushP50Ms)) ms, p99 \(String(format: "%.2f", pushP99Ms)) ms, max \(String(format: "%.2f", pushMaxMs)) ms (webhook sent → push at the simulator)
-        response     p50 \(String(format: "%.2f", responseP50Ms)) ms, p99 \(String(format: "%.2f", responseP99Ms)) ms
-        server RSS   \(serverPeakRSSMiB.map { String(format: "%.0f MiB peak", $0) } ?? "unknown")
-        """
+        var lines = [
+            "webhooks     \(webhooks) signed Twilio notifications, \(load), APNs endpoint \(apns) (\(failures) not answered 200)",
+            "throughput   \(String(format: "%.0f", webhooksPerSecond)) webhooks/s over \(String(format: "%.1f", seconds)) s; \(pushesArrived) pushes arrived"
+                + (duplicates.map { ", \($0) received twice" } ?? ""),
+        ]
+        if let pushP50Ms, let pushP99Ms, let pushMaxMs {
+            lines.append(
+                "to push      p50 \(String(format: "%.2f", pushP50Ms)) ms, p99 \(String(format: "%.2f", pushP99Ms)) ms, max \(String(format: "%.2f", pushMaxMs)) ms (webhook sent → push at the simulator)")
+        }
+        lines.append(
+            "response     p50 \(String(format: "%.2f", responseP50Ms)) ms, p99 \(String(format: "%.2f", responseP99Ms)) ms, max \(String(format: "%.2f", responseMaxMs)) ms (after the push's answer)")
+        lines.append("server CPU   \(serverCPUMicrosecondsPerWebhook.map { String(format: "%.0f µs a webhook", $0) } ?? "unknown")")
+        lines.append("server RSS   \(serverPeakRSSMiB.map { String(format: "%.0f MiB peak", $0) } ?? "unknown")")
+        return lines.joined(separator: "\n")
     }
 }

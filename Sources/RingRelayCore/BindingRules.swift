@@ -35,20 +35,20 @@ public enum BindingRules {
         if type.isAPNs {
             let utf8 = token.utf8
             guard !utf8.isEmpty, utf8.allSatisfy(\.isHexDigit) else {
-                throw .init(.unprocessable, code: "invalid_token", "An APNs token is the device token as hex digits (0-9, a-f).")
+                throw .init(.unprocessable, code: .invalidToken, "An APNs token is the device token as hex digits (0-9, a-f).")
             }
             guard utf8.count.isMultiple(of: 2), apnsTokenBytes.contains(utf8.count / 2) else {
                 throw .init(
-                    .unprocessable, code: "invalid_token",
+                    .unprocessable, code: .invalidToken,
                     "An APNs token must be an even number of hex digits encoding \(apnsTokenBytes.lowerBound)–\(apnsTokenBytes.upperBound) bytes; this one has \(utf8.count) digits.")
             }
             return token.lowercased()
         }
         guard !token.isEmpty, token.count <= maxFCMTokenLength else {
-            throw .init(.unprocessable, code: "invalid_token", "An FCM token must be 1–\(maxFCMTokenLength) characters long.")
+            throw .init(.unprocessable, code: .invalidToken, "An FCM token must be 1–\(maxFCMTokenLength) characters long.")
         }
         guard token.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7F }) else {
-            throw .init(.unprocessable, code: "invalid_token", "An FCM token contains only printable ASCII characters, without spaces.")
+            throw .init(.unprocessable, code: .invalidToken, "An FCM token contains only printable ASCII characters, without spaces.")
         }
         return token
     }

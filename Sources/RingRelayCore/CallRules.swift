@@ -1,4 +1,5 @@
 import Foundation
+import RingRelayWire
 
 /// A command a participant sends about a call.
 public enum CallCommand: String, Sendable, Hashable, CaseIterable {
@@ -27,19 +28,6 @@ public struct CallActor: Sendable, Hashable {
     }
 }
 
-/// The kinds of event a state change sends to devices. Raw values are the wire names.
-public enum CallEventKind: String, Sendable, Hashable, CaseIterable {
-    case incoming = "call.incoming"
-    case notification = "call.notification"
-    case cancelled = "call.cancelled"
-    case answeredElsewhere = "call.answered_elsewhere"
-    case declinedElsewhere = "call.declined_elsewhere"
-    case accepted = "call.accepted"
-    case rejected = "call.rejected"
-    case ended = "call.ended"
-    case missed = "call.missed"
-}
-
 /// Which of an identity's connected devices get an event.
 public enum DeviceSelection: Sendable, Hashable {
     /// Every device.
@@ -62,7 +50,7 @@ public enum DeviceSelection: Sendable, Hashable {
 /// One event to send after a state change.
 public struct PlannedEvent: Sendable, Hashable {
     /// What to send.
-    public var kind: CallEventKind
+    public var kind: CallEventType
     /// To whose devices.
     public var identity: String
     /// Which of them.
@@ -71,7 +59,7 @@ public struct PlannedEvent: Sendable, Hashable {
     public var reason: String?
 
     /// Creates a planned event.
-    public init(kind: CallEventKind, identity: String, devices: DeviceSelection, reason: String?) {
+    public init(kind: CallEventType, identity: String, devices: DeviceSelection, reason: String?) {
         self.kind = kind
         self.identity = identity
         self.devices = devices
@@ -117,7 +105,8 @@ public struct CallChange: Sendable, Hashable {
     }
 }
 
-/// The call rules of DESIGN.md: who may do what in which state, and who hears about it.
+/// The call rules: who may do what in which state, and who hears about it (see "Calls and live
+/// connections" in docs/ARCHITECTURE.md).
 ///
 /// Pure functions; the server applies the ``CallChange`` as one conditional store update and sends
 /// the ``PlannedEvent``s over live connections.
@@ -138,7 +127,7 @@ public enum CallRules {
             guard isCallee else { throw .forbidden("Only the callee's devices may \(command.rawValue) a call.") }
         case .cancel:
             guard call.source == .native else {
-                throw .init(.conflict, code: "call_not_cancellable", "A \(call.source.rawValue) call is cancelled by its provider, not through RingRelay.")
+                throw .init(.conflict, code: .callNotCancellable, "A \(call.source.rawValue) call is cancelled by its provider, not through RingRelay.")
             }
             guard isCaller else { throw .forbidden("Only the caller may cancel a call.") }
         case .end:
@@ -179,7 +168,7 @@ public enum CallRules {
     public static func conflict(_ command: CallCommand, state: CallState, callID: String) -> RingRelayError {
         let needs = command == .end ? "an accepted call" : "a ringing call"
         var error = RingRelayError(
-            .conflict, code: command == .end ? "call_not_active" : "call_not_ringing",
+            .conflict, code: command == .end ? RingRelayError.Code.callNotActive : .callNotRinging,
             "Call '\(callID)' is \(state.rawValue); \(command.rawValue) needs \(needs).")
         error.state = state.rawValue
         return error
@@ -189,7 +178,7 @@ public enum CallRules {
     public static func events(after call: Call, actingDevice: String?) -> [PlannedEvent] {
         let caller = call.callerIdentity
         var events: [PlannedEvent] = []
-        func toCallee(_ kind: CallEventKind, others: CallEventKind, reason: String?, othersReason: String?) {
+        func toCallee(_ kind: CallEventType, others: CallEventType, reason: String?, othersReason: String?) {
             if let actingDevice {
                 events.append(PlannedEvent(kind: kind, identity: call.callee, devices: .only(actingDevice), reason: reason))
                 events.append(PlannedEvent(kind: others, identity: call.callee, devices: .allExcept(actingDevice), reason: othersReason))
@@ -197,7 +186,7 @@ public enum CallRules {
                 events.append(PlannedEvent(kind: others, identity: call.callee, devices: .all, reason: othersReason))
             }
         }
-        func toCaller(_ kind: CallEventKind, reason: String?) {
+        func toCaller(_ kind: CallEventType, reason: String?) {
             // Calling yourself: the callee events already reach those devices.
             if let caller, caller != call.callee {
                 events.append(PlannedEvent(kind: kind, identity: caller, devices: .all, reason: reason))

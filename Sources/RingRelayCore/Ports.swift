@@ -72,7 +72,8 @@ public protocol SettingsStore: Sendable {
     func setting(named name: String, orInsert makeValue: @Sendable () -> Data) async throws -> Data
 }
 
-/// Everything the server needs from storage. SQLite and PostgreSQL implement it.
+/// Everything the server needs from storage. `SQLiteStore` (in RingRelayStore) implements it; a
+/// PostgreSQL store would be a second implementation of the same protocols.
 public protocol DataStore: AccountStore, BindingStore, CredentialStore, SettingsStore, CallStore {
     /// Throws when the store cannot be reached; backs `/readyz`.
     func ping() async throws

@@ -8,7 +8,7 @@ import Foundation
 /// The ``underlying`` cause and the source location are for logs only and never reach a client.
 ///
 /// ```swift
-/// throw RingRelayError(.notFound, code: "binding_not_found", "No binding with id bnd_…")
+/// throw RingRelayError(.conflict, code: .apnsNotConfigured, "The account has no APNs credentials; upload them with PUT /v1/credentials/apns.")
 /// ```
 public struct RingRelayError: Error, Sendable, CustomStringConvertible {
     /// The class of failure; decides the HTTP status.
@@ -80,15 +80,16 @@ public struct RingRelayError: Error, Sendable, CustomStringConvertible {
 extension RingRelayError {
     /// A required field is absent.
     public static func missingField(_ field: String, file: String = #fileID, line: Int = #line) -> Self {
-        .init(.unprocessable, code: "missing_field", "The field '\(field)' is required.", file: file, line: line)
+        .init(.unprocessable, code: Code.missingField, "The field '\(field)' is required.", file: file, line: line)
     }
 
     /// A field is present but its value breaks a rule.
     public static func invalidField(_ field: String, _ why: String, file: String = #fileID, line: Int = #line) -> Self {
-        .init(.unprocessable, code: "invalid_field", "The field '\(field)' is invalid: \(why)", file: file, line: line)
+        .init(.unprocessable, code: Code.invalidField, "The field '\(field)' is invalid: \(why)", file: file, line: line)
     }
 
-    /// A resource that does not exist for this caller.
+    /// A resource that does not exist for this caller; the code is `<resource>_not_found`
+    /// (`account_not_found`, `key_not_found`, `binding_not_found`, `call_not_found`).
     public static func notFound(_ resource: String, id: String, file: String = #fileID, line: Int = #line) -> Self {
         .init(
             .notFound, code: "\(resource)_not_found", "No \(resource) with id '\(id)' exists.",
@@ -97,6 +98,6 @@ extension RingRelayError {
 
     /// The caller lacks the role this operation needs.
     public static func forbidden(_ message: String, file: String = #fileID, line: Int = #line) -> Self {
-        .init(.forbidden, code: "forbidden", message, file: file, line: line)
+        .init(.forbidden, code: .forbidden, message, file: file, line: line)
     }
 }

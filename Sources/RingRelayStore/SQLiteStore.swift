@@ -64,7 +64,7 @@ public final class SQLiteStore: DataStore {
             }
         } catch {
             throw RingRelayError(
-                .unavailable, code: "store_unavailable",
+                .unavailable, code: .storeUnavailable,
                 "Cannot open the SQLite database at \(path); check that the data directory is writable.",
                 underlying: error)
         }
@@ -85,7 +85,7 @@ public final class SQLiteStore: DataStore {
             try? await checkpointer.close()
             try? await connection.close()
             throw RingRelayError(
-                .unavailable, code: "store_unavailable", "Cannot prepare the SQLite database at \(path).",
+                .unavailable, code: .storeUnavailable, "Cannot prepare the SQLite database at \(path).",
                 underlying: error)
         }
         return store
@@ -107,7 +107,7 @@ public final class SQLiteStore: DataStore {
 
     private func checkOpen() throws {
         if isClosed.withLock({ $0 }) {
-            throw RingRelayError(.unavailable, code: "store_closed", "The database is closed; the server is shutting down.")
+            throw RingRelayError(.unavailable, code: .storeClosed, "The database is closed; the server is shutting down.")
         }
     }
 
@@ -243,7 +243,7 @@ extension SQLiteStore {
             }
         } catch let error as SQLiteStatementError where error.isConstraint {
             throw RingRelayError(
-                .conflict, code: "account_name_taken", "An account named '\(account.name)' already exists; pick another name.")
+                .conflict, code: .accountNameTaken, "An account named '\(account.name)' already exists; pick another name.")
         }
     }
 
@@ -342,7 +342,7 @@ extension SQLiteStore {
             ])
         bindingCache.invalidate(accountID: registration.accountID)
         guard let row = rows.first else {
-            throw RingRelayError(.internal, code: "store_error", "The binding upsert returned no row.")
+            throw RingRelayError(.internal, code: .storeError, "The binding upsert returned no row.")
         }
         let binding = try Self.binding(row)
         return BindingUpsert(binding: binding, created: binding.id == newID)
@@ -456,7 +456,7 @@ extension SQLiteStore {
         guard let type = BindingType(rawValue: row.string("type")),
             let status = BindingStatus(rawValue: row.string("status"))
         else {
-            throw RingRelayError(.internal, code: "store_corrupt", "A stored binding has an unknown type or status.")
+            throw RingRelayError(.internal, code: .storeCorrupt, "A stored binding has an unknown type or status.")
         }
         return Binding(
             id: row.string("id"), accountID: row.string("account_id"), identity: row.string("identity"), type: type,
@@ -572,7 +572,7 @@ extension SQLiteStore {
                     [.text(call.accountID), .text(call.source.rawValue), .text(externalID)]
                 ).first
             else {
-                throw RingRelayError(.internal, code: "store_error", "The call could not be created.")
+                throw RingRelayError(.internal, code: .storeError, "The call could not be created.")
             }
             return .existing(try Self.call(row))
         }
@@ -736,7 +736,7 @@ extension SQLiteStore {
         guard let source = CallSource(rawValue: row.string("source")), let state = CallState(rawValue: row.string("state")),
             let media = CallMedia(rawValue: row.string("media"))
         else {
-            throw RingRelayError(.internal, code: "store_corrupt", "A stored call has an unknown source, state or media.")
+            throw RingRelayError(.internal, code: .storeCorrupt, "A stored call has an unknown source, state or media.")
         }
         return Call(
             id: row.string("id"), accountID: row.string("account_id"), source: source, caller: row.optionalString("caller"),

@@ -8,7 +8,7 @@ import NIOSSL
 import RingRelayCore
 
 extension APNsSimulator {
-    /// SETTINGS_MAX_CONCURRENT_STREAMS before a token-authenticated push has succeeded (§1.1).
+    /// SETTINGS_MAX_CONCURRENT_STREAMS before a token-authenticated push has succeeded.
     static let initialStreamLimit: UInt32 = 1
     /// SETTINGS_MAX_CONCURRENT_STREAMS afterwards, and for certificate-authenticated connections.
     static let raisedStreamLimit: UInt32 = 1000

@@ -58,7 +58,7 @@ final class APNsConnectionState {
 }
 
 /// The provider API's rules, from Apple's "Sending notification requests to APNs" and
-/// "Handling notification responses from APNs" (protocols.md §1.2–§1.5).
+/// "Handling notification responses from APNs".
 enum APNsRules {
     static let devicePathPrefix = "/3/device/"
     static let maximumPayload = 4096
@@ -81,7 +81,7 @@ enum APNsRules {
         case opaque
     }
 
-    /// The push types of §1.3 and their topic forms.
+    /// The push types Apple documents and their topic forms.
     static let pushTypes: [String: TopicForm] = [
         "alert": .bundle,
         "background": .bundle,
@@ -150,7 +150,7 @@ extension APNsSimulator {
 
         if let requestedID, !Self.isCanonicalUUID(requestedID) { return reject(400, "BadMessageId") }
 
-        // apns-push-type and apns-topic (§1.3).
+        // apns-push-type and apns-topic.
         let explicitPushType = request.header("apns-push-type")
         if let explicitPushType, APNsRules.pushTypes[explicitPushType] == nil { return reject(400, "InvalidPushType") }
         var topic = request.header("apns-topic") ?? ""
@@ -181,7 +181,7 @@ extension APNsSimulator {
         }
         if let allowedTopics, !allowedTopics.contains(bundle) { return reject(400, "TopicDisallowed") }
 
-        // apns-priority, apns-expiration, apns-collapse-id (§1.2).
+        // apns-priority, apns-expiration, apns-collapse-id.
         if let priority = request.header("apns-priority") {
             guard ["1", "5", "10"].contains(priority) else { return reject(400, "BadPriority") }
             if pushType == "background", priority == "10" { return reject(400, "BadPriority") }
@@ -210,7 +210,8 @@ extension APNsSimulator {
         case rejected(status: Int, reason: String)
     }
 
-    /// Checks `authorization: bearer <jwt>` (§1.5) and the per-connection token rules.
+    /// Checks `authorization: bearer <jwt>` (Apple's "Establishing a token-based connection to APNs") and the
+    /// per-connection token rules.
     func authenticateToken(_ authorization: String?, connection: APNsConnectionState, now: Date) -> TokenCheck {
         let value = authorization?.trimmingSpacesAndTabs ?? ""
         guard !value.isEmpty else {
@@ -237,11 +238,11 @@ extension APNsSimulator {
             }
         }
 
-        // One connection carries one team's tokens (§1.5 key scopes).
+        // One connection carries one team's tokens (key scopes).
         if let team = connection.teamID, team != verified.teamID {
             return .rejected(status: 403, reason: "UnrelatedKeyIdInToken")
         }
-        // A new token on the same connection within 20 minutes of the last one (§1.5).
+        // A new token on the same connection within 20 minutes of the last one.
         if let current = connection.currentToken, current.token != jwt {
             guard verified.issuedAt - current.issuedAt >= APNsRules.tokenUpdateInterval else {
                 return .rejected(status: 429, reason: "TooManyProviderTokenUpdates")

@@ -10,7 +10,7 @@ import Synchronization
 /// A local stand-in for Apple's APNs provider API, speaking HTTP/2 over TLS on loopback.
 ///
 /// It enforces the request rules, size limits, status codes and reason strings of
-/// `api.push.apple.com` (see `protocols.md` §1): ALPN `h2` only, `POST /3/device/<hex token>`,
+/// `api.push.apple.com`: ALPN `h2` only, `POST /3/device/<hex token>`,
 /// the `apns-*` headers, ES256 provider tokens (or registered client certificates), one stream
 /// per connection until a token-authenticated push succeeds, and
 /// `TooManyProviderTokenUpdates` when a connection changes its token within 20 minutes.

@@ -3,7 +3,8 @@ import RingRelayCore
 import Synchronization
 import _CryptoExtras
 
-/// FCM's and Google OAuth's rules as the simulator applies them (protocols.md §2).
+/// FCM's and Google OAuth's rules as the simulator applies them (FCM HTTP v1 `messages:send`, Google's
+/// JWT-bearer token exchange).
 enum FCMRules {
     static let tokenPath = "/token"
     static let sendPathPrefix = "/v1/projects/"

@@ -107,7 +107,8 @@ public final class InteropServer: Sendable {
                 error_log \(directory.appending("error.log")) warn;
                 events { worker_connections 4096; }
                 http {
-                  access_log \(logFile);
+                  log_format push '$request_uri $http_apns_id $msec';
+                  access_log \(logFile) push;
                   client_body_temp_path \(directory.appending("tmp"));
                   proxy_temp_path \(directory.appending("tmp"));
                   fastcgi_temp_path \(directory.appending("tmp"));
@@ -169,11 +170,17 @@ public final class InteropServer: Sendable {
         case .strict:
             return events().filter { $0.event == "request" }.map { $0.apnsID ?? $0.token ?? "" }
         case .nginx:
-            // nginx logs the path: /3/device/<token>.
-            guard let text = try? String(contentsOfFile: logFile, encoding: .utf8) else { return [] }
-            return text.split(separator: "\n").compactMap { line in
-                line.split(separator: " ").first { $0.hasPrefix("/3/device/") }.map { String($0.dropFirst("/3/device/".count)) }
-            }
+            return nginxLog().map { $0.apnsID ?? $0.token }
+        }
+    }
+
+    /// nginx's log: one line per request, `<path> <apns-id or -> <seconds since 1970, to the millisecond>`.
+    public func nginxLog() -> [(token: String, apnsID: String?, at: Double)] {
+        guard kind == .nginx, let text = try? String(contentsOfFile: logFile, encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, fields[0].hasPrefix("/3/device/"), let at = Double(fields[2]) else { return nil }
+            return (String(fields[0].dropFirst("/3/device/".count)), fields[1] == "-" ? nil : String(fields[1]), at)
         }
     }
 

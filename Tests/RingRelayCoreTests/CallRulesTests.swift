@@ -1,5 +1,6 @@
 import Foundation
 import RingRelayCore
+import RingRelayWire
 import Testing
 
 /// The call rules as pure functions: roles, states, the ring deadline, and who hears what.

@@ -125,6 +125,30 @@ import Testing
         }
     }
 
+    /// A device that acks its ring only after another device accepted (the call no longer rings,
+    /// so the ring was withdrawn from its outbox) still got the ring: its delivery is `delivered`.
+    @Test func anAckAfterTheCallWasAnsweredElsewhereStillCounts() async throws {
+        try await Self.withWorld(configure: { $0.liveFallback = .seconds(30) }) { world in
+            let bob1 = try await world.connect(world.bob1)
+            let bob2 = try await world.connect(world.bob2, autoAck: false)
+            let call = try await world.call()
+            _ = try await bob1.nextEvent()
+            let ring = try await bob2.nextEvent()
+            try await bob1.send(.accept(callId: call.id))
+            #expect(try await bob2.nextEvent().type == .answeredElsewhere)
+            try await bob2.send(.ack(eventId: ring.eventId))
+
+            let client = world.client
+            let token = world.alice
+            let delivered = await eventually(timeout: .seconds(10)) {
+                let record = try? await client.send(.get, "/v1/calls/\(call.id)", token: token).decode(CallResource.self)
+                return record?.deliveries?.map(\.outcome) == ["delivered", "delivered"]
+            }
+            // Without the fix the ack is dropped and the delivery waits out the 30 s fallback.
+            #expect(delivered, "the late ack counts: both deliveries end 'delivered'")
+        }
+    }
+
     @Test func twoAcceptsAtOnceHaveOneWinner() async throws {
         try await Self.withWorld { world in
             let bob1 = try await world.connect(world.bob1)

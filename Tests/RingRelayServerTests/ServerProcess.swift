@@ -33,15 +33,22 @@ final class ServerProcess: Sendable {
         process.standardOutput = stdout
         process.standardError = stderr
         process.standardInput = FileHandle.nullDevice
-        stdout.fileHandleForReading.readabilityHandler = { [output] handle in
-            let data = handle.availableData
-            output.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
-        }
-        stderr.fileHandleForReading.readabilityHandler = { [errors] handle in
-            let data = handle.availableData
-            errors.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
-        }
         try process.run()
+        // A thread per pipe, reading until the child closes it. FileHandle's readabilityHandler
+        // (a dispatch source) crashed the test process in libdispatch's event loop now and then
+        // when a handle went away with its source still registered.
+        Self.collect(stdout.fileHandleForReading, into: output)
+        Self.collect(stderr.fileHandleForReading, into: errors)
+    }
+
+    private static func collect(_ handle: FileHandle, into collected: Collected) {
+        Thread.detachNewThread {
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { return }
+                collected.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+            }
+        }
     }
 
     /// Everything printed to standard output so far.

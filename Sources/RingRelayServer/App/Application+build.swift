@@ -1,0 +1,144 @@
+import Configuration
+import Foundation
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import RingRelayAPNs
+import RingRelayCore
+import RingRelayFCM
+import RingRelayStore
+import NIOCore
+import ServiceLifecycle
+import UnixSignals
+
+/// Builds the RingRelay HTTP application: the one place that picks concrete types.
+///
+/// - Parameters:
+///   - configuration: validated settings (host, port, limits).
+///   - store: the data store; the caller owns its lifetime.
+///   - adminToken: the admin bearer token.
+///   - clock: time source for token expiry.
+///   - logger: the server's logger.
+///   - services: long-lived services that start before the HTTP server and stop after it has drained.
+///   - onServerRunning: called once the server accepts connections (tests read the bound port here).
+/// - Returns: an application to run, or to test with `app.test(.router)`.
+///
+/// ```swift
+/// let app = try await buildApplication(configuration: config, store: store, adminToken: token)
+/// try await app.runService()
+/// ```
+public func buildApplication(
+    configuration: ServerConfiguration,
+    store: any DataStore,
+    adminToken: String,
+    clock: any WallClock = SystemWallClock(),
+    logger: Logger = Logger(label: "ringrelay"),
+    services: [any Service] = [],
+    onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
+    let appServices = try await AppServices.make(
+        configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
+    let router = buildRouter(services: appServices)
+    var appLogger = logger
+    appLogger.logLevel = configuration.logLevel
+    return Application(
+        router: router,
+        // The same router answers the WebSocket upgrade, so /v1/connect gets the same authentication
+        // and error bodies as every other route. Pings are LiveKeepAliveHandler's, not the library's.
+        server: .http1WebSocketUpgrade(
+            webSocketRouter: router,
+            configuration: .init(ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled))),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
+        // Listed after the caller's services (the store), so they shut down before it and after
+        // the HTTP server has drained.
+        services: services + appServices.lifecycleServices,
+        onServerRunning: onServerRunning,
+        logger: appLogger)
+}
+
+extension AppServices {
+    /// Creates the collaborators: the signing key from the store, metrics, the push clients, the
+    /// ring path.
+    static func make(
+        configuration: ServerConfiguration, store: any DataStore, adminToken: String, clock: any WallClock, logger: Logger
+    ) async throws -> AppServices {
+        let signingKey = try await store.setting(named: "access_token.signing_key") {
+            Data(Secrets.generate(prefix: "").utf8)
+        }
+        let metrics = ServerMetrics()
+        let faults = ConfigurationFaults()
+        let credentials = CredentialCache(store: store)
+        let apns = try APNsClient(configuration: configuration.apns, clock: clock, logger: logger, metricsFactory: metrics.factory)
+        let fcm = try FCMClient(configuration: configuration.fcm, clock: clock, logger: logger, metricsFactory: metrics.factory)
+        let pusher = BindingPusher(
+            store: store, credentials: credentials, apns: APNsPushProvider(client: apns), fcm: FCMPushProvider(client: fcm, clock: clock),
+            faults: faults, clock: clock, logger: logger)
+        let hub = LiveHub(clock: clock)
+        let executor = RingExecutor(
+            store: store, hub: hub, pusher: pusher, clock: clock, metrics: metrics, liveFallback: configuration.liveFallback)
+        let ringer = Ringer(
+            store: store, hub: hub, executor: executor, clock: clock, metrics: metrics, logger: logger,
+            ringTimeout: configuration.ringTimeout, answerWait: configuration.webhookWait)
+        return AppServices(
+            store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
+            metrics: metrics, credentials: credentials, faults: faults, pusher: pusher, executor: executor,
+            limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), hub: hub,
+            ringer: ringer, calls: CallService(store: store, ringer: ringer, hub: hub, clock: clock, metrics: metrics, logger: logger),
+            logger: logger)
+    }
+}
+
+/// Builds the router with every middleware and route; each controller gets only what it uses.
+func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
+    let router = Router(context: RingRelayRequestContext.self)
+    let configuration = services.configuration
+    let maxBodyBytes = configuration.maxBodyBytes
+    // Order matters: metrics see the final status, errors are rendered before metrics read them,
+    // and authentication runs inside the error mapping so its 401s get the house body.
+    router.add(middleware: MetricsMiddleware(metrics: services.metrics))
+    router.add(middleware: ErrorMiddleware())
+    router.add(
+        middleware: AuthMiddleware(adminToken: services.adminToken, store: services.store, signer: services.signer, clock: services.clock))
+    OpsController(store: services.store, faults: services.faults, metrics: services.metrics).register(on: router)
+    AccountsController(
+        store: services.store, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes
+    ).register(on: router)
+    CredentialsController(
+        store: services.store, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes
+    ).register(on: router)
+    AccessTokensController(
+        signer: services.signer, clock: services.clock, maxTTL: configuration.maxAccessTokenTTL, maxBodyBytes: maxBodyBytes
+    ).register(on: router)
+    BindingsController(store: services.store, clock: services.clock, maxBodyBytes: maxBodyBytes).register(on: router)
+    TestPushController(store: services.store, clock: services.clock, pusher: services.pusher).register(on: router)
+    WebhooksController(
+        credentials: services.credentials, ringer: services.ringer, limiter: services.limiter, metrics: services.metrics,
+        maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy
+    ).register(on: router)
+    CallsController(store: services.store, calls: services.calls, limiter: services.limiter, maxBodyBytes: maxBodyBytes).register(on: router)
+    ConnectController(hub: services.hub, calls: services.calls, metrics: services.metrics, pingInterval: configuration.livePingInterval)
+        .register(on: router)
+    return router
+}
+
+/// Runs `ringrelay serve` until SIGTERM or SIGINT, then drains requests and closes the store.
+///
+/// - Parameters:
+///   - configuration: validated settings.
+///   - logger: the process logger.
+///   - announce: called once, before serving, with what first start created (secrets to print once).
+///   - onListening: called with the bound port once the server accepts connections.
+public func runServer(
+    configuration: ServerConfiguration,
+    logger: Logger,
+    announce: @Sendable (Bootstrap) -> Void = { _ in },
+    onListening: @escaping @Sendable (Int) async -> Void = { _ in }
+) async throws {
+    let bootstrap = try await Bootstrap.prepare(configuration: configuration, logger: logger)
+    announce(bootstrap)
+    let app = try await buildApplication(
+        configuration: configuration, store: bootstrap.store, adminToken: bootstrap.adminToken, logger: logger,
+        services: [StoreService(store: bootstrap.store, logger: logger)],
+        onServerRunning: { channel in await onListening(channel.localAddress?.port ?? configuration.port) })
+    try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])
+}

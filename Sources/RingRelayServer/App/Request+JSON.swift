@@ -1,0 +1,94 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import RingRelayCore
+import RingRelayWire
+
+extension Request {
+    /// Reads the body as JSON of type `T`, turning every way it can be wrong into a clear 4xx.
+    ///
+    /// - Throws: ``RingRelayError``: 415 when not `application/json`, 413 over `maxBytes`,
+    ///   400 when empty or not parseable, 422 for a missing, mistyped or unknown field.
+    func decodeJSON<T: Decodable>(_ type: T.Type, maxBytes: Int) async throws -> T {
+        let buffer = try await jsonBody(maxBytes: maxBytes)
+        return try Self.decode(type, from: Data(buffer.readableBytesView))
+    }
+
+    /// Checks the media type and size and collects the body.
+    func jsonBody(maxBytes: Int) async throws -> ByteBuffer {
+        guard let contentType = headers[.contentType], Self.isJSON(contentType) else { throw Self.notJSON }
+        if let length = headers[.contentLength].flatMap({ Int($0) }), length > maxBytes {
+            throw Self.tooLarge(maxBytes)
+        }
+        do {
+            return try await body.collect(upTo: maxBytes)
+        } catch is NIOTooManyBytesError {
+            throw Self.tooLarge(maxBytes)
+        }
+    }
+
+    /// The 415 for a body not sent as JSON.
+    static let notJSON = RingRelayError(
+        .unsupportedMediaType, code: .unsupportedMediaType, "Send the body as JSON with 'Content-Type: application/json'.")
+
+    static func tooLarge(_ maxBytes: Int) -> RingRelayError {
+        RingRelayError(.payloadTooLarge, code: .bodyTooLarge, "The request body is larger than \(maxBytes / 1024) KiB.")
+    }
+
+    static func isJSON(_ contentType: String) -> Bool {
+        let mediaType = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json"))
+    }
+
+    /// Decodes JSON, mapping decoding failures to API errors.
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(RingRelayError) -> T {
+        guard !data.isEmpty else {
+            throw RingRelayError(.badRequest, code: .emptyBody, "The request needs a JSON body.")
+        }
+        do {
+            return try JSONDecoder.ringRelay.decode(type, from: data)
+        } catch let error as UnknownFieldError {
+            let field = error.path.isEmpty ? error.field : "\(error.path).\(error.field)"
+            throw RingRelayError(.unprocessable, code: .unknownField, "The field '\(field)' is not part of this request; check its spelling.")
+        } catch let error as RingRelayError {
+            throw error
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw .missingField(Self.path(context.codingPath + [key]))
+        } catch let DecodingError.typeMismatch(expected, context) {
+            if context.codingPath.isEmpty {
+                throw RingRelayError(.unprocessable, code: .invalidBody, "The body must be a JSON object.")
+            }
+            throw .invalidField(Self.path(context.codingPath), "expected \(Self.describe(expected)).")
+        } catch let DecodingError.valueNotFound(expected, context) {
+            if context.codingPath.isEmpty {
+                throw RingRelayError(.unprocessable, code: .invalidBody, "The body must be a JSON object.")
+            }
+            throw .invalidField(Self.path(context.codingPath), "expected \(Self.describe(expected)), got null.")
+        } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
+            throw .invalidField(Self.path(context.codingPath), context.debugDescription)
+        } catch {
+            throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not valid JSON.", underlying: error)
+        }
+    }
+
+    private static func path(_ codingPath: [any CodingKey]) -> String {
+        codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            .joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type, is Double.Type: "a number"
+        case is Bool.Type: "true or false"
+        default: type is any Collection.Type ? "an array or object" : "a different type"
+        }
+    }
+}
+
+extension Parameters {
+    /// A path parameter that the route guarantees.
+    func value(_ name: String) -> String {
+        get(name) ?? ""
+    }
+}

@@ -1,0 +1,308 @@
+import Foundation
+import RingRelayCore
+import RingRelayWire
+import Synchronization
+
+/// One device, as the live hub knows it: the identity and device id of its access token.
+struct DeviceKey: Sendable, Hashable {
+    var accountID: String
+    var identity: String
+    var deviceID: String
+}
+
+/// The live connections of this server instance, and the events they have not acknowledged.
+///
+/// - One connection per device: a newer one replaces the older, which is closed with a reason.
+/// - Every event gets an `eventId` and waits in the device's outbox until the device acks it, so a
+///   device that reconnects (passing the last `eventId` it saw) gets what it missed. Events leave the
+///   outbox when acked, when the call moves on (a ring that was answered elsewhere is not replayed)
+///   or when they expire.
+/// - A ring can wait for its ack: that is how ``RingExecutor`` decides to fall back to push.
+///
+/// All state sits behind one lock; no method awaits while holding it, and frames are handed to each
+/// connection's ``Sink`` under it, so the order a device sees is the order of its ids.
+final class LiveHub: Sendable {
+    /// Where one connection's frames go. Called while the hub holds its lock, so both only hand the
+    /// frame on, in order.
+    struct Sink: Sendable {
+        /// Sends one text frame.
+        var send: @Sendable (String) -> Void
+        /// Closes the connection with a WebSocket close code and reason.
+        var close: @Sendable (_ code: UInt16, _ reason: String) -> Void
+    }
+
+    /// The WebSocket close code for a connection replaced by a newer one of the same device.
+    static let replacedCloseCode: UInt16 = 4001
+
+    /// An event kept for a device until acked.
+    private struct Pending {
+        var eventID: String
+        var callID: String
+        var text: String
+        var isRing: Bool
+        var expiresAt: Date
+    }
+
+    private struct Connection {
+        var id: UInt64
+        var sink: Sink
+    }
+
+    /// A ring waiting for its ack, with the device it was sent to.
+    private enum AckWait {
+        case pending(DeviceKey)
+        case acked
+        case waiting(DeviceKey, CheckedContinuation<Bool, Never>)
+    }
+
+    private struct State {
+        var nextConnectionID: UInt64 = 0
+        var connections: [DeviceKey: Connection] = [:]
+        /// Connected device ids per (account, identity).
+        var devicesByIdentity: [IdentityKey: Set<String>] = [:]
+        var outboxes: [DeviceKey: [Pending]] = [:]
+        /// Devices that were sent events of a call, so later events reach them after a reconnect.
+        var callDevices: [String: Set<DeviceKey>] = [:]
+        var ackWaits: [String: AckWait] = [:]
+    }
+
+    private struct IdentityKey: Hashable {
+        var accountID: String
+        var identity: String
+    }
+
+    private let state = Mutex(State())
+    private let clock: any WallClock
+    private let encoder = JSONEncoder.ringRelay
+    /// How long an end event waits for a device that is offline.
+    let endEventRetention: TimeInterval
+    /// Most events kept per device; the oldest go first.
+    let outboxLimit: Int
+
+    init(clock: any WallClock, endEventRetention: TimeInterval = 120, outboxLimit: Int = 64) {
+        self.clock = clock
+        self.endEventRetention = endEventRetention
+        self.outboxLimit = outboxLimit
+    }
+
+    // MARK: Connections
+
+    /// A registered connection; pass it back to ``disconnect(_:)``.
+    struct Registration: Sendable {
+        var key: DeviceKey
+        var connectionID: UInt64
+        var replayed: Int
+    }
+
+    /// Registers a device's new connection: closes the one it replaces, sends the `ready` frame,
+    /// then every event the device has not acknowledged (after `lastEventID`, when it names one still kept).
+    func connect(_ key: DeviceKey, lastEventID: String?, sink: Sink) -> Registration {
+        let now = clock.now
+        return state.withLock { state in
+            state.nextConnectionID += 1
+            let id = state.nextConnectionID
+            if let old = state.connections[key] {
+                old.sink.close(Self.replacedCloseCode, "replaced by a newer connection of this device")
+            }
+            state.connections[key] = Connection(id: id, sink: sink)
+            state.devicesByIdentity[IdentityKey(accountID: key.accountID, identity: key.identity), default: []].insert(key.deviceID)
+            var outbox = (state.outboxes[key] ?? []).filter { $0.expiresAt > now }
+            // Everything up to the last event the device saw counts as seen.
+            if let lastEventID, let seen = outbox.firstIndex(where: { $0.eventID == lastEventID }) {
+                outbox.removeSubrange(...seen)
+            }
+            state.outboxes[key] = outbox.isEmpty ? nil : outbox
+            let ready = LiveReady(identity: key.identity, deviceId: key.deviceID, replayed: outbox.count)
+            sink.send(encode(.ready(ready)))
+            for pending in outbox { sink.send(pending.text) }
+            return Registration(key: key, connectionID: id, replayed: outbox.count)
+        }
+    }
+
+    /// Forgets a connection that ended (unless a newer one has replaced it already).
+    func disconnect(_ registration: Registration) {
+        state.withLock { state in
+            guard state.connections[registration.key]?.id == registration.connectionID else { return }
+            state.connections[registration.key] = nil
+            let identity = IdentityKey(accountID: registration.key.accountID, identity: registration.key.identity)
+            state.devicesByIdentity[identity]?.remove(registration.key.deviceID)
+            if state.devicesByIdentity[identity]?.isEmpty == true { state.devicesByIdentity[identity] = nil }
+        }
+    }
+
+    /// The connected devices of an identity.
+    func connectedDevices(accountID: String, identity: String) -> [String] {
+        state.withLock { state in
+            state.devicesByIdentity[IdentityKey(accountID: accountID, identity: identity)].map { $0.sorted() } ?? []
+        }
+    }
+
+    /// How many connections are open.
+    var connectionCount: Int { state.withLock { $0.connections.count } }
+
+    /// Sends a frame that is not an event (a `pong`, an `error`) to one connection.
+    func reply(_ frame: ServerFrame, to registration: Registration) {
+        let text = encode(frame)
+        state.withLock { state in
+            guard let connection = state.connections[registration.key], connection.id == registration.connectionID else { return }
+            connection.sink.send(text)
+        }
+    }
+
+    // MARK: Events
+
+    /// Sends a ring to one device and notes that an ack is awaited (see ``awaitAck(_:within:)``).
+    ///
+    /// - Returns: the event id, or `nil` when the device is not connected (any more).
+    func ring(_ kind: CallEventType, call: Call, to key: DeviceKey, calleeBusy: Bool, provider: CallSource?, rawPayload: [UInt8]?) -> String? {
+        let now = clock.now
+        let eventID = ResourceID.make(ResourceID.event, at: now)
+        let event = CallEvent(
+            type: kind, eventId: eventID, callId: call.id, call: CallResource(call, deliveries: nil), sentAt: now,
+            calleeBusy: calleeBusy ? true : nil, provider: provider?.rawValue)
+        var text = encode(.event(event))
+        if let rawPayload { text = Self.splice(payload: rawPayload, into: text) }
+        let pending = Pending(eventID: eventID, callID: call.id, text: text, isRing: true, expiresAt: call.ringDeadline)
+        return state.withLock { state -> String? in
+            guard let connection = state.connections[key] else { return nil }
+            state.ackWaits[eventID] = .pending(key)
+            enqueue(pending, for: key, in: &state)
+            connection.sink.send(text)
+            return eventID
+        }
+    }
+
+    /// Waits until the device acks `eventID`, or `window` passes.
+    /// - Returns: whether the ack came in time.
+    func awaitAck(_ eventID: String, within window: Duration) async -> Bool {
+        let timer = Task {
+            try? await Task.sleep(for: window)
+            self.resolveAck(eventID, acked: false)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            let resumeNow: Bool? = state.withLock { state in
+                switch state.ackWaits[eventID] {
+                case .acked:
+                    state.ackWaits[eventID] = nil
+                    return true
+                case .pending(let device):
+                    state.ackWaits[eventID] = .waiting(device, continuation)
+                    return nil
+                case .waiting, nil:
+                    return false
+                }
+            }
+            if let resumeNow { continuation.resume(returning: resumeNow) }
+        }
+    }
+
+    private func resolveAck(_ eventID: String, acked: Bool) {
+        let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
+            switch state.ackWaits[eventID] {
+            case .waiting(_, let continuation):
+                state.ackWaits[eventID] = nil
+                return continuation
+            case .pending:
+                if acked { state.ackWaits[eventID] = .acked } else { state.ackWaits[eventID] = nil }
+                return nil
+            case .acked, nil:
+                if !acked { state.ackWaits[eventID] = nil }
+                return nil
+            }
+        }
+        waiter?.resume(returning: acked)
+    }
+
+    /// A device acknowledged an event.
+    /// - Returns: whether the event was waiting for an ack.
+    @discardableResult
+    func ack(_ eventID: String, from key: DeviceKey) -> Bool {
+        let known = state.withLock { state -> Bool in
+            if var outbox = state.outboxes[key], let index = outbox.firstIndex(where: { $0.eventID == eventID }) {
+                outbox.remove(at: index)
+                state.outboxes[key] = outbox.isEmpty ? nil : outbox
+                return true
+            }
+            // A ring withdrawn from the outbox because the call stopped ringing (another device
+            // accepted) after this device got it: its ack still proves the ring was delivered.
+            switch state.ackWaits[eventID] {
+            case .pending(let device), .waiting(let device, _): return device == key
+            case .acked, nil: return false
+            }
+        }
+        if known { resolveAck(eventID, acked: true) }
+        return known
+    }
+
+    /// Sends the events of a state change: to the connected devices the plan selects, and to devices
+    /// that were sent this call's events before and are offline now (they get them on reconnect).
+    /// Rings of the call that were never acknowledged are withdrawn once the call stops ringing.
+    func publish(_ events: [PlannedEvent], call: Call) {
+        let now = clock.now
+        let resource = CallResource(call, deliveries: nil)
+        let expiresAt = max(now.addingTimeInterval(endEventRetention), call.ringDeadline)
+        let final = !call.isLive
+        state.withLock { state in
+            let rungBefore = state.callDevices[call.id] ?? []
+            if call.state != .ringing {
+                for key in rungBefore {
+                    state.outboxes[key]?.removeAll { $0.callID == call.id && $0.isRing }
+                }
+            }
+            for planned in events {
+                let identity = IdentityKey(accountID: call.accountID, identity: planned.identity)
+                var devices = Set((state.devicesByIdentity[identity] ?? []))
+                devices.formUnion(rungBefore.filter { $0.identity == planned.identity }.map(\.deviceID))
+                for deviceID in devices.sorted() where planned.devices.includes(deviceID) {
+                    let key = DeviceKey(accountID: call.accountID, identity: planned.identity, deviceID: deviceID)
+                    let eventID = ResourceID.make(ResourceID.event, at: now)
+                    let event = CallEvent(
+                        type: planned.kind, eventId: eventID, callId: call.id, call: resource,
+                        sentAt: now, reason: planned.reason)
+                    let text = encode(.event(event))
+                    enqueue(Pending(eventID: eventID, callID: call.id, text: text, isRing: false, expiresAt: expiresAt), for: key, in: &state)
+                    state.connections[key]?.sink.send(text)
+                }
+            }
+            if final { state.callDevices[call.id] = nil }
+        }
+    }
+
+    /// Drops expired events and the bookkeeping of calls nobody waits for.
+    func prune() {
+        let now = clock.now
+        state.withLock { state in
+            for (key, outbox) in state.outboxes {
+                let kept = outbox.filter { $0.expiresAt > now }
+                state.outboxes[key] = kept.isEmpty ? nil : kept
+            }
+            let calls = Set(state.outboxes.values.joined().map(\.callID))
+            state.callDevices = state.callDevices.filter { calls.contains($0.key) }
+        }
+    }
+
+    private func enqueue(_ pending: Pending, for key: DeviceKey, in state: inout State) {
+        var outbox = state.outboxes[key] ?? []
+        outbox.append(pending)
+        if outbox.count > outboxLimit { outbox.removeFirst(outbox.count - outboxLimit) }
+        state.outboxes[key] = outbox
+        state.callDevices[pending.callID, default: []].insert(key)
+    }
+
+    private func encode(_ frame: ServerFrame) -> String {
+        // Events, the frames of every call, are written by hand; encoding our own value types cannot fail.
+        if case .event(let event) = frame { return event.jsonText }
+        return String(decoding: (try? encoder.encode(frame)) ?? Data(), as: UTF8.self)
+    }
+
+    /// Inserts `"payload":<raw bytes>` into an encoded event object, so a provider's payload reaches
+    /// the device byte for byte.
+    static func splice(payload: [UInt8], into object: String) -> String {
+        var text = object
+        guard text.hasSuffix("}") else { return text }
+        text.removeLast()
+        text += ",\"payload\":" + String(decoding: payload, as: UTF8.self) + "}"
+        return text
+    }
+}

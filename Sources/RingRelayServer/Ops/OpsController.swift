@@ -1,0 +1,74 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import Prometheus
+import RingRelayCore
+
+/// Liveness, readiness, metrics and the API description. No credentials needed.
+struct OpsController {
+    let store: any DataStore
+    /// Credential problems the push services reported, shown in `/readyz`.
+    let faults: ConfigurationFaults
+    let metrics: ServerMetrics
+
+    /// `GET /readyz` answer.
+    struct Readiness: Codable, Sendable {
+        var status: String
+        var checks: [String: String]
+        /// Credential problems the push services reported, per account; empty when none.
+        var credentialFaults: [Fault]?
+    }
+
+    /// One account's rejected credentials.
+    struct Fault: Codable, Sendable {
+        var accountId: String
+        var channel: String
+        var reason: String
+        var since: Date
+    }
+
+    func register(on router: Router<RingRelayRequestContext>) {
+        router.get("/healthz") { _, _ in JSONResponse(Readiness(status: "ok", checks: [:], credentialFaults: nil)) }
+        router.get("/readyz") { _, context in
+            do {
+                try await store.ping()
+                // One tenant's bad key must not take the instance out of the load balancer: faults
+                // are reported here, the status stays 200.
+                let faults = faults.all.map {
+                    Fault(accountId: $0.accountID, channel: $0.channel.rawValue, reason: $0.reason, since: $0.since)
+                }
+                let push = faults.isEmpty ? "ok" : "\(faults.count) account credential fault(s)"
+                return JSONResponse(.ok, Readiness(status: "ready", checks: ["store": "ok", "push": push], credentialFaults: faults))
+            } catch {
+                context.logger.warning("store not reachable", metadata: ["error.cause": .string("\(error)")])
+                return JSONResponse(
+                    .serviceUnavailable, Readiness(status: "unavailable", checks: ["store": "unreachable"], credentialFaults: nil))
+            }
+        }
+        router.get("/metrics") { _, _ in
+            metrics.recordBindingCounts(try await store.bindingCounts())
+            var buffer: [UInt8] = []
+            metrics.registry.emit(into: &buffer)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+        }
+        router.get("/openapi.yaml") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(bytes: try OpenAPIDocument.bytes())))
+        }
+    }
+}
+
+/// The checked-in `docs/openapi.yaml`, bundled as a resource.
+enum OpenAPIDocument {
+    /// The document's bytes.
+    static func bytes() throws -> [UInt8] {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml") else {
+            throw RingRelayError(.internal, code: .internalError, "The OpenAPI document is missing from this build.")
+        }
+        return Array(try Data(contentsOf: url))
+    }
+}

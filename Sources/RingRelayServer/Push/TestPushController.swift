@@ -1,0 +1,61 @@
+import Foundation
+import Hummingbird
+import Logging
+import RingRelayCore
+import RingRelayWire
+
+/// `POST /v1/bindings/{id}/test`: one real push to one binding, answered with what the push
+/// service said. The first thing to try after uploading credentials.
+struct TestPushController {
+    let store: any DataStore
+    let clock: any WallClock
+    /// The same push path rings use.
+    let pusher: BindingPusher
+
+    /// How long a test push may keep retrying.
+    static let deadline: TimeInterval = 15
+
+    func register(on router: Router<RingRelayRequestContext>) {
+        router.post("/v1/bindings/:bindingId/test") { _, context in try await test(context) }
+    }
+
+    func test(_ context: RingRelayRequestContext) async throws -> JSONResponse<TestPushResult> {
+        let scope = try context.requireScope()
+        let id = context.parameters.value("bindingId")
+        guard let binding = try await store.binding(id: id, accountID: scope.accountID, identity: scope.identity) else {
+            throw RingRelayError.notFound("binding", id: id)
+        }
+        let now = clock.now
+        let payload = try Self.payload(for: binding, now: now)
+        let result = try await pusher.push(payload, to: binding, deadline: now.addingTimeInterval(Self.deadline))
+        let outcome = result.outcome
+        return JSONResponse(
+            TestPushResult(
+                bindingId: binding.id, channel: result.channel.rawValue, kind: result.kind, outcome: outcome.disposition.metricName,
+                status: outcome.status, reason: outcome.reason, pushId: outcome.providerID,
+                latencyMs: (outcome.latency.timeInterval * 1000 * 1000).rounded() / 1000, attempts: outcome.attempts,
+                binding: BindingResource(result.binding)))
+    }
+
+    /// A test payload in the shape real pushes take, marked `"test": true` so the SDK shows and
+    /// ends it rather than treating it as a call. FCM data carries the same `ringrelay` object as
+    /// a JSON string, because FCM data values are strings.
+    static func payload(for binding: Binding, now: Date) throws -> BindingPusher.Payload {
+        let formatter = ISO8601DateFormatter()
+        let ringrelay: [String: Any] = [
+            "v": 1, "test": true, "callId": "call_test_\(UUID().uuidString.lowercased())",
+            "from": ["identity": "ringrelay", "displayName": "RingRelay test"], "media": "audio",
+            "sentAt": formatter.string(from: now), "expiresAt": formatter.string(from: now.addingTimeInterval(30)), "metadata": [:] as [String: Any],
+        ]
+        switch binding.type {
+        case .fcm:
+            let json = try JSONSerialization.data(withJSONObject: ringrelay, options: .sortedKeys)
+            return .fcm(["ringrelay": String(decoding: json, as: UTF8.self)])
+        case .apnsVoIP, .apnsAlert:
+            let aps: [String: Any] =
+                binding.type == .apnsAlert
+                ? ["alert": ["title": "RingRelay", "body": "Test notification"], "mutable-content": 1] : [:]
+            return .apns(Array(try JSONSerialization.data(withJSONObject: ["aps": aps, "ringrelay": ringrelay], options: .sortedKeys)))
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import Logging
+import RingRelayCore
+import RingRelayWire
+
+/// Native calls: starts them, applies participants' commands by the rules of ``CallRules`` and
+/// tells every device what changed over its live connection.
+///
+/// REST routes, WebSocket commands and the ring-timeout sweep all go through here, so a command
+/// has the same effect whichever way it arrives.
+struct CallService: Sendable {
+    let store: any DataStore
+    let ringer: Ringer
+    let hub: LiveHub
+    let clock: any WallClock
+    let metrics: ServerMetrics
+    let logger: Logger
+
+    /// Largest `metadata` object, encoded.
+    static let maxMetadataBytes = 1024
+    /// Longest `displayName`.
+    static let maxDisplayNameLength = 128
+    /// Largest sealed box, base64.
+    static let maxSealedBoxLength = 3072
+
+    // MARK: Start
+
+    /// Starts a native call and rings the callee.
+    ///
+    /// - Throws: 403 when a device names another caller, 422 for invalid fields, 404
+    ///   `no_reachable_device` when the callee has neither a live connection nor a binding (the call
+    ///   is kept as `unreachable`).
+    func start(_ request: CreateCallRequest, scope: AccountScope) async throws -> Ringer.Result {
+        let from: String
+        switch (scope.identity, request.from) {
+        case (let identity?, nil): from = identity
+        case (let identity?, let named?):
+            guard named == identity else { throw RingRelayError.forbidden("A device may only start calls as its own identity '\(identity)'.") }
+            from = named
+        case (nil, let named?): from = named
+        case (nil, nil): throw RingRelayError.missingField("from")
+        }
+        try BindingRules.validateIdentity(from, field: "from")
+        try BindingRules.validateIdentity(request.to, field: "to")
+        let media = try Self.media(request.media)
+        let ringSeconds = request.ringTimeoutSeconds ?? 45
+        guard (5...180).contains(ringSeconds) else { throw RingRelayError.invalidField("ringTimeoutSeconds", "must be between 5 and 180.") }
+        let metadata = try Self.metadata(request.metadata)
+        if let name = request.displayName {
+            guard (1...Self.maxDisplayNameLength).contains(name.count) else {
+                throw RingRelayError.invalidField("displayName", "must be 1–\(Self.maxDisplayNameLength) characters long.")
+            }
+        }
+        let sealed = try Self.sealed(request.sealed ?? [])
+
+        let now = clock.now
+        let call = Call(
+            id: ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
+            callerName: request.displayName, callee: request.to, media: media, metadata: metadata, state: .ringing, externalID: nil,
+            createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now)
+        let result: Ringer.Result
+        switch try await ringer.create(call) {
+        case .existing(let existing):
+            result = try await ringer.replay(existing)
+        case .created(let created, let busy):
+            // The invite tells the callee's app whether it is busy, which creating the call found out.
+            let content = Self.content(for: call, metadata: request.metadata, calleeBusy: busy, sealed: sealed, sentAt: now)
+            result = try await ringer.ring(created, calleeBusy: busy, content: content, waitAtMost: nil)
+        }
+        if result.call.state == .unreachable {
+            throw RingRelayError(
+                .notFound, code: .noReachableDevice,
+                "The identity '\(request.to)' has no live connection and no active binding in this account.")
+        }
+        return result
+    }
+
+    /// The ring in every channel's form: the native invite for VoIP and FCM, sealed invites for
+    /// alert bindings, and `call.incoming` over live connections.
+    static func content(for call: Call, metadata: JSONValue?, calleeBusy: Bool, sealed: [String: String], sentAt: Date) -> RingContent {
+        let invite = NativeInvite(
+            callId: call.id, from: .init(identity: call.caller ?? "", displayName: call.callerName), media: call.media.rawValue,
+            sentAt: sentAt, expiresAt: call.ringDeadline, metadata: metadata, calleeBusy: calleeBusy ? true : nil)
+        let inviteJSON = invite.jsonText
+        var content = RingContent()
+        content.liveEvent = .incoming
+        content.apnsVoIP = Array(#"{"aps":{},"ringrelay":\#(inviteJSON)}"#.utf8)
+        content.fcmData = [NativeInvite.payloadKey: inviteJSON]
+        for (bindingID, box) in sealed {
+            let sealedInvite = NativeInvite(callId: call.id, from: nil, media: nil, sentAt: sentAt, expiresAt: call.ringDeadline, sealed: box)
+            // A neutral text: the extension replaces it with what the sealed box says.
+            content.apnsAlert[bindingID] = Array(
+                #"{"aps":{"alert":{"title":"Incoming call"},"mutable-content":1},"ringrelay":\#(sealedInvite.jsonText)}"#.utf8)
+        }
+        return content
+    }
+
+    // MARK: Commands
+
+    /// Applies a participant's command.
+    ///
+    /// - Returns: the call after the change.
+    /// - Throws: 404 for a call the actor may not see, 403 for the wrong role, 409 with the current
+    ///   state when the call has moved on (the first accept wins; a later one gets 409 `accepted`).
+    func apply(_ command: CallCommand, callID: String, accountID: String, actor: CallActor) async throws -> Call {
+        guard let call = try await store.call(id: callID, accountID: accountID) else { throw RingRelayError.notFound("call", id: callID) }
+        let now = clock.now
+        let change: CallChange
+        do {
+            change = try CallRules.change(for: command, on: call, by: actor, at: now)
+        } catch {
+            // The ring is over but the sweep has not marked it yet: do it now, then answer.
+            if error.kind == .conflict, call.state == .ringing, now >= call.ringDeadline { await expire(call) }
+            throw error
+        }
+        guard let changed = try await store.transitionCall(change) else {
+            // Another change won in the meantime (or the ring just ran out): report the state now.
+            guard let current = try await store.call(id: callID, accountID: accountID) else { throw RingRelayError.notFound("call", id: callID) }
+            if current.state == .ringing, now >= current.ringDeadline {
+                await expire(current)
+                throw CallRules.conflict(command, state: .missed, callID: callID)
+            }
+            throw CallRules.conflict(command, state: current.state, callID: callID)
+        }
+        var logger = self.logger
+        logger[metadataKey: "call.id"] = .string(callID)
+        logger[metadataKey: "account.id"] = .string(accountID)
+        logger.info("call \(changed.state.rawValue)", metadata: ["call.command": .string(command.rawValue)])
+        record(changed)
+        hub.publish(CallRules.events(after: changed, actingDevice: actor.deviceID), call: changed)
+        return changed
+    }
+
+    /// Ends a ring whose time is up: `call.missed` to the callee, `call.ended` to the caller.
+    /// Harmless when the call has moved on already.
+    func expire(_ call: Call) async {
+        do {
+            guard let missed = try await store.transitionCall(CallRules.timeout(call, at: clock.now)) else { return }
+            record(missed)
+            hub.publish(CallRules.events(after: missed, actingDevice: nil), call: missed)
+        } catch {
+            logger.warning("could not end an unanswered call", metadata: ["call.id": .string(call.id), "error.cause": .string("\(error)")])
+        }
+    }
+
+    /// Ends every ring whose time is up. Returns how many.
+    @discardableResult
+    func expireDue(limit: Int = 500) async throws -> Int {
+        let due = try await store.expiredRingingCalls(before: clock.now, limit: limit)
+        for call in due { await expire(call) }
+        return due.count
+    }
+
+    private func record(_ call: Call) {
+        metrics.recordCallOutcome(call.state)
+        if call.state == .accepted, let answeredAt = call.answeredAt {
+            metrics.recordTimeToAnswer(answeredAt.timeIntervalSince(call.createdAt))
+        }
+    }
+
+    // MARK: Validation
+
+    private static func media(_ text: String?) throws(RingRelayError) -> CallMedia {
+        guard let text else { return .audio }
+        guard let media = CallMedia(rawValue: text) else { throw .invalidField("media", "must be 'audio' or 'video'.") }
+        return media
+    }
+
+    private static func metadata(_ value: JSONValue?) throws(RingRelayError) -> String? {
+        guard let value else { return nil }
+        guard value.objectValue != nil else { throw .invalidField("metadata", "must be a JSON object.") }
+        let encoded = value.jsonText
+        guard encoded.utf8.count <= maxMetadataBytes else {
+            throw .invalidField("metadata", "must be at most \(maxMetadataBytes) bytes as JSON; it is \(encoded.utf8.count).")
+        }
+        return encoded
+    }
+
+    /// Checks sealed invites; returns the boxes by binding id.
+    private static func sealed(_ invites: [SealedInvite]) throws(RingRelayError) -> [String: String] {
+        var boxes: [String: String] = [:]
+        for (index, invite) in invites.enumerated() {
+            guard invite.bindingId.hasPrefix("\(ResourceID.binding)_") else {
+                throw .invalidField("sealed[\(index)].bindingId", "must be the id of an apns_alert binding (bnd_…).")
+            }
+            guard (1...maxSealedBoxLength).contains(invite.box.count), Data(base64Encoded: invite.box) != nil else {
+                throw .invalidField("sealed[\(index)].box", "must be base64, at most \(maxSealedBoxLength) characters.")
+            }
+            guard boxes.updateValue(invite.box, forKey: invite.bindingId) == nil else {
+                throw .invalidField("sealed[\(index)].bindingId", "names a binding twice.")
+            }
+        }
+        return boxes
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import RingRelayCore
+import RingRelayWire
+
+/// `/v1/calls`: native calls, their commands, and every call's record with its deliveries.
+struct CallsController {
+    let store: any DataStore
+    let calls: CallService
+    /// Per-account rate limit, shared with webhooks.
+    let limiter: RateLimiter
+    /// Largest request body accepted.
+    let maxBodyBytes: Int
+
+    func register(on router: Router<RingRelayRequestContext>) {
+        router.post("/v1/calls") { request, context in try await start(request, context) }
+        router.get("/v1/calls/:callId") { _, context in try await get(context) }
+        for command in CallCommand.allCases {
+            router.post("/v1/calls/:callId/\(command.rawValue)") { request, context in
+                try await apply(command, request, context)
+            }
+        }
+    }
+
+    func start(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<CallResource> {
+        let scope = try context.requireScope()
+        let bytes = try await request.jsonBody(maxBytes: maxBodyBytes)
+        let body = try CreateCallRequest(fastParsing: bytes.readableBytesView) ?? Request.decode(CreateCallRequest.self, from: Data(bytes.readableBytesView))
+        if let wait = limiter.acquire(scope.accountID) {
+            throw RingRelayError(
+                .rateLimited, code: .rateLimited, "Too many calls for this account; retry after \(Int(wait.timeInterval.rounded(.up))) s.",
+                retryAfter: wait)
+        }
+        let result = try await calls.start(body, scope: scope)
+        return JSONResponse(.created, CallResource(result.call, deliveries: result.deliveries))
+    }
+
+    func get(_ context: RingRelayRequestContext) async throws -> JSONResponse<CallResource> {
+        let scope = try context.requireScope()
+        let id = context.parameters.value("callId")
+        // Only participants may read a call; anyone else gets the same 404 as for a missing one.
+        guard let call = try await store.call(id: id, accountID: scope.accountID),
+            scope.identity.map(call.isParticipant) ?? true
+        else {
+            throw RingRelayError.notFound("call", id: id)
+        }
+        return JSONResponse(CallResource(call, deliveries: try await store.deliveries(callID: call.id)))
+    }
+
+    func apply(_ command: CallCommand, _ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<CallResource> {
+        let scope = try context.requireScope()
+        // The body is optional: an account key may name the device it acts for.
+        var body = CallCommandRequest()
+        let bytes: ByteBuffer
+        do {
+            bytes = try await request.body.collect(upTo: 4096)
+        } catch is NIOTooManyBytesError {
+            throw Request.tooLarge(4096)
+        }
+        if bytes.readableBytes > 0 {
+            guard request.headers[.contentType].map(Request.isJSON) == true else { throw Request.notJSON }
+            body = try Request.decode(CallCommandRequest.self, from: Data(bytes.readableBytesView))
+        }
+        let actor: CallActor
+        if let identity = scope.identity {
+            if let named = body.deviceId, named != scope.deviceID {
+                throw RingRelayError.forbidden("A device access token acts only as its own device '\(scope.deviceID ?? "")'.")
+            }
+            actor = CallActor(identity: identity, deviceID: scope.deviceID)
+        } else {
+            if let deviceID = body.deviceId { try BindingRules.validateDeviceID(deviceID) }
+            actor = CallActor(identity: nil, deviceID: body.deviceId)
+        }
+        let call = try await calls.apply(command, callID: context.parameters.value("callId"), accountID: scope.accountID, actor: actor)
+        return JSONResponse(CallResource(call, deliveries: nil))
+    }
+}

@@ -1,0 +1,210 @@
+import Foundation
+import Logging
+import RingRelayCore
+import Synchronization
+
+/// Executes ring plans: rings live connections first, then pushes, one task per delivery, and
+/// records every answer.
+///
+/// One slow or failing device never delays the others. ``execute(_:call:content:calleeBusy:logger:waitAtMost:)``
+/// returns when every delivery has an answer or after `waitAtMost`, whichever comes first; tasks
+/// still running go on in the background (retrying within the ring deadline) and are tracked, so a
+/// graceful shutdown can wait for them (``drain()``, from ``RingDrainService``).
+///
+/// A live ring waits for the device's ack up to ``liveFallback``; without it the delivery is
+/// `unacknowledged` and, if the call still rings, the device's fallback bindings are pushed, once,
+/// in the same task.
+final class RingExecutor: Sendable {
+    private let store: any DataStore
+    private let hub: LiveHub
+    private let pusher: BindingPusher
+    private let clock: any WallClock
+    private let metrics: ServerMetrics
+    /// How long a live ring waits for its ack before the device's push bindings are used too.
+    let liveFallback: Duration
+    /// Deliveries running, and shutdowns waiting for them to end.
+    private let inFlight = Mutex(InFlight())
+
+    private struct InFlight: ~Copyable {
+        var count = 0
+        var drains: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// What every delivery of one ring shares.
+    private struct Ring: Sendable {
+        var call: Call
+        var content: RingContent
+        var calleeBusy: Bool
+        /// Bindings of connected devices, by device id: pushed only when the live ring goes unacknowledged.
+        var fallbacks: [String: [Binding]]
+        var logger: Logger
+    }
+
+    /// One delivery to start.
+    private enum Step: Sendable {
+        case live(RingPlan.LiveRing)
+        case push(RingPlan.Push)
+    }
+
+    init(store: any DataStore, hub: LiveHub, pusher: BindingPusher, clock: any WallClock, metrics: ServerMetrics, liveFallback: Duration) {
+        self.store = store
+        self.hub = hub
+        self.pusher = pusher
+        self.clock = clock
+        self.metrics = metrics
+        self.liveFallback = liveFallback
+    }
+
+    /// Starts every delivery of `plan` and waits for their answers up to `waitAtMost`.
+    ///
+    /// - Returns: the plan's deliveries in plan order, answered or still `pending` when the wait ran out.
+    func execute(
+        _ plan: RingPlan, call: Call, content: RingContent, calleeBusy: Bool, logger: Logger, waitAtMost: Duration
+    ) async -> [Delivery] {
+        guard !plan.isEmpty else { return [] }
+        let ring = Ring(call: call, content: content, calleeBusy: calleeBusy, fallbacks: plan.fallbacks, logger: logger)
+        let (answers, continuation) = AsyncStream.makeStream(of: Delivery.self)
+        for live in plan.live { start(.live(live), of: ring, answering: continuation) }
+        for push in plan.pushes { start(.push(push), of: ring, answering: continuation) }
+        let expected = plan.count
+        let collected = AnswerBox()
+        // Read answers until all are in or the wait is over, whichever comes first.
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await delivery in answers {
+                    if collected.add(delivery) == expected { break }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(until: ContinuousClock.now + waitAtMost, clock: .continuous)
+            }
+            await group.next()
+            group.cancelAll()
+        }
+        continuation.finish()
+        let answered = collected.byID
+        var deliveries: [Delivery] = []
+        deliveries.reserveCapacity(expected)
+        for live in plan.live { deliveries.append(answered[live.delivery.id] ?? live.delivery) }
+        for push in plan.pushes { deliveries.append(answered[push.delivery.id] ?? push.delivery) }
+        return deliveries
+    }
+
+    /// Waits until no delivery is in flight (for a graceful shutdown).
+    func drain() async {
+        await withCheckedContinuation { (drained: CheckedContinuation<Void, Never>) in
+            let idle = inFlight.withLock { state in
+                if state.count > 0 { state.drains.append(drained) }
+                return state.count == 0
+            }
+            if idle { drained.resume() }
+        }
+    }
+
+    /// How many deliveries are still in flight.
+    var inFlightCount: Int { inFlight.withLock { $0.count } }
+
+    /// Runs one delivery as a counted task: rings, records the answer, reports it.
+    ///
+    /// Counted before the task exists, so a drain never misses it; the lock is held only for the
+    /// count, never while a task is created or runs.
+    private func start(_ step: Step, of ring: Ring, answering continuation: AsyncStream<Delivery>.Continuation) {
+        inFlight.withLock { $0.count += 1 }
+        Task {
+            let answered: Delivery
+            switch step {
+            case .live(let live): answered = await self.ringLive(live, of: ring)
+            case .push(let push): answered = await self.push(push, of: ring)
+            }
+            self.store.recordDeliveries([answered])
+            continuation.yield(answered)
+            self.finished()
+        }
+    }
+
+    /// One delivery ended; the last one out releases the drains waiting.
+    private func finished() {
+        let drains = inFlight.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.count -= 1
+            guard state.count == 0 else { return [] }
+            defer { state.drains = [] }
+            return state.drains
+        }
+        for drained in drains { drained.resume() }
+    }
+
+    /// Sends the ring over the device's connection and waits for the ack; without one in time,
+    /// the device's push bindings are rung too (once, and only while the call still rings).
+    private func ringLive(_ live: RingPlan.LiveRing, of ring: Ring) async -> Delivery {
+        let call = ring.call
+        let key = DeviceKey(accountID: call.accountID, identity: call.callee, deviceID: live.deviceID)
+        let start = ContinuousClock.now
+        var answered = live.delivery
+        answered.attempts = 1
+        if let eventID = hub.ring(
+            ring.content.liveEvent, call: call, to: key, calleeBusy: ring.calleeBusy, provider: call.source == .native ? nil : call.source,
+            rawPayload: ring.content.livePayload),
+            await hub.awaitAck(eventID, within: liveFallback)
+        {
+            answered.outcome = PushDisposition.delivered.metricName
+            answered.latencyMs = ((ContinuousClock.now - start).timeInterval * 1_000_000).rounded() / 1000
+            answered.completedAt = clock.now
+            return answered
+        }
+        answered.outcome = "unacknowledged"
+        answered.completedAt = clock.now
+        let bindings = ring.fallbacks[live.deviceID] ?? []
+        guard !bindings.isEmpty else { return answered }
+        do {
+            guard try await store.call(id: call.id, accountID: call.accountID)?.state == .ringing else { return answered }
+            let pushes = RingPlan.pushes(to: bindings, call: call, now: clock.now)
+            store.recordDeliveries(pushes.map(\.delivery))
+            metrics.recordLiveFallback(pushes.count)
+            ring.logger.info("live ring unacknowledged; pushing", metadata: ["device.id": .string(live.deviceID)])
+            await withTaskGroup(of: Void.self) { group in
+                for push in pushes {
+                    group.addTask { self.store.recordDeliveries([await self.push(push, of: ring)]) }
+                }
+            }
+        } catch {
+            ring.logger.error(
+                "could not fall back to push", metadata: ["device.id": .string(live.deviceID), "error.cause": .string("\(error)")])
+        }
+        return answered
+    }
+
+    /// Pushes to one binding through ``BindingPusher``; every failure becomes the delivery's outcome.
+    private func push(_ push: RingPlan.Push, of ring: Ring) async -> Delivery {
+        let binding = push.binding
+        guard let payload = ring.content.payload(for: binding) else { return push.delivery }
+        do {
+            let result = try await pusher.push(payload, to: binding, deadline: ring.call.ringDeadline)
+            return push.delivery.completed(with: result.outcome, at: clock.now)
+        } catch let error as RingRelayError {
+            // No credential for the channel: a configuration problem of this account.
+            return push.delivery.completed(
+                with: PushOutcome(disposition: .fixConfiguration, status: nil, reason: error.code, providerID: nil, latency: .zero, attempts: 0),
+                at: clock.now)
+        } catch {
+            ring.logger.error("delivery failed", metadata: ["binding.id": .string(binding.id), "error.cause": .string("\(error)")])
+            return push.delivery.completed(
+                with: PushOutcome(disposition: .drop, status: nil, reason: "InternalError", providerID: nil, latency: .zero, attempts: 0),
+                at: clock.now)
+        }
+    }
+}
+
+/// Answers collected while waiting, shared between the reader and the caller.
+private final class AnswerBox: Sendable {
+    private let answers = Mutex<[String: Delivery]>([:])
+
+    /// Adds an answer; returns how many there are now.
+    func add(_ delivery: Delivery) -> Int {
+        answers.withLock {
+            $0[delivery.id] = delivery
+            return $0.count
+        }
+    }
+
+    var byID: [String: Delivery] { answers.withLock { $0 } }
+}

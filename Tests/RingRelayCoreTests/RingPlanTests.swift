@@ -1,0 +1,88 @@
+import Foundation
+import RingRelayCore
+import Testing
+
+/// Ring planning as a pure function: who is rung now, who waits for a live ack, who is left out.
+@Suite struct RingPlanTests {
+    static let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    static let call = Call(
+        id: "call_1", accountID: "acc_1", source: .native, caller: "alice", callee: "bob", state: .ringing, externalID: nil,
+        createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+
+    static let everything = RingPlan.Content(apnsVoIP: true, apnsAlertBindingIDs: ["bnd_alert"], fcm: true)
+
+    static func binding(_ id: String, _ type: BindingType = .apnsVoIP, device: String? = nil, status: BindingStatus = .active) -> Binding {
+        Binding(
+            id: id, accountID: "acc_1", identity: "bob", type: type, token: "token-\(id)", environment: nil, deviceID: device,
+            publicKey: nil, status: status, invalidReason: nil, invalidatedAt: nil, registeredAt: now, createdAt: now, updatedAt: now)
+    }
+
+    func plan(live: [String] = [], _ bindings: [Binding], content: RingPlan.Content = everything) -> RingPlan {
+        RingPlan.make(call: Self.call, liveDevices: live, bindings: bindings, content: content, now: Self.now)
+    }
+
+    @Test func connectedDevicesAreRungLiveAndTheirBindingsWait() {
+        let plan = plan(
+            live: ["phone", "tablet"],
+            [Self.binding("bnd_phone", device: "phone"), Self.binding("bnd_watch", .fcm, device: "watch"), Self.binding("bnd_any")])
+        #expect(plan.live.map(\.deviceID) == ["phone", "tablet"])
+        #expect(plan.live.allSatisfy { $0.delivery.channel == .websocket && $0.delivery.kind == "event" && $0.delivery.bindingID == nil })
+        #expect(plan.live.map(\.delivery.deviceID) == ["phone", "tablet"])
+        // A device without a connection, and a binding without a device, are pushed at once.
+        #expect(plan.pushes.map(\.binding.id) == ["bnd_watch", "bnd_any"])
+        #expect(plan.fallbacks == ["phone": [Self.binding("bnd_phone", device: "phone")]])
+        #expect(plan.count == 4)
+        #expect(plan.deliveries.map(\.deviceID) == ["phone", "tablet", "watch", nil])
+        #expect(plan.deliveries.allSatisfy { $0.callID == "call_1" && $0.outcome == Delivery.pending && $0.createdAt == Self.now })
+        #expect(Set(plan.deliveries.map(\.id)).count == 4)
+        #expect(plan.deliveries.allSatisfy { ResourceID.isValid($0.id, prefix: ResourceID.delivery) })
+    }
+
+    @Test func eachPushTakesItsBindingsChannelAndKind() {
+        let plan = plan([Self.binding("bnd_voip"), Self.binding("bnd_alert", .apnsAlert), Self.binding("bnd_fcm", .fcm)])
+        #expect(plan.pushes.map { "\($0.delivery.channel.rawValue)/\($0.delivery.kind)" } == ["apns/voip", "apns/alert", "fcm/data"])
+        #expect(plan.pushes.map(\.delivery.bindingID) == ["bnd_voip", "bnd_alert", "bnd_fcm"])
+    }
+
+    @Test func inactiveBindingsAreLeftOut() {
+        let plan = plan(
+            live: ["phone"],
+            [Self.binding("bnd_dead", status: .invalid), Self.binding("bnd_dead_fallback", device: "phone", status: .invalid)])
+        #expect(plan.pushes.isEmpty)
+        #expect(plan.fallbacks.isEmpty)
+        #expect(plan.live.count == 1)
+        let fallback = RingPlan.pushes(
+            to: [Self.binding("bnd_a", device: "phone"), Self.binding("bnd_b", device: "phone", status: .invalid)], call: Self.call,
+            now: Self.now)
+        #expect(fallback.map(\.binding.id) == ["bnd_a"])
+        #expect(fallback.first?.delivery.deviceID == "phone")
+    }
+
+    @Test func bindingsWithoutContentAreLeftOut() {
+        // A provider call: no sealed invites, so alert bindings are not rung; here no FCM data either.
+        let content = RingPlan.Content(apnsVoIP: true)
+        let plan = plan(
+            live: ["phone"],
+            [Self.binding("bnd_voip"), Self.binding("bnd_alert", .apnsAlert), Self.binding("bnd_fcm", .fcm, device: "phone")],
+            content: content)
+        #expect(plan.pushes.map(\.binding.id) == ["bnd_voip"])
+        #expect(plan.fallbacks.isEmpty)
+        // Alert content is per binding: only bindings with a sealed invite are covered.
+        let sealed = RingPlan.Content(apnsAlertBindingIDs: ["bnd_alert"])
+        #expect(sealed.covers(Self.binding("bnd_alert", .apnsAlert)))
+        #expect(!sealed.covers(Self.binding("bnd_other", .apnsAlert)))
+        #expect(!sealed.covers(Self.binding("bnd_voip")))
+    }
+
+    @Test func noTargetsIsAnEmptyPlan() {
+        let empty = plan([])
+        #expect(empty.isEmpty)
+        #expect(empty.count == 0)
+        #expect(empty.deliveries.isEmpty)
+        #expect(plan([Self.binding("bnd_alert", .apnsAlert)], content: RingPlan.Content(apnsVoIP: true, fcm: true)).isEmpty)
+        #expect(plan([Self.binding("bnd_dead", status: .invalid)]).isEmpty)
+        // A connected device alone is something to ring.
+        #expect(!plan(live: ["phone"], []).isEmpty)
+    }
+}
