@@ -255,4 +255,24 @@ import Testing
             #expect(result?["failures"] as? Int == 0, "\(arguments): \(run.stdout)")
         }
     }
+
+    /// The benches against nginx (and wrk from a second process): every push arrives once.
+    @Test func nginxBenchesCountEveryPushOnce() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let webhooks = try await ServerProcess.run(
+            ["bench", "webhooks", "--apns", "nginx", "--wrk", "--count", "300", "--connections", "4", "--callees", "3", "--json"],
+            directory: directory.path)
+        #expect(webhooks.status == 0, "\(webhooks.stderr.suffix(2000))")
+        let result = try JSONSerialization.jsonObject(with: Data(webhooks.stdout.utf8)) as? [String: Any]
+        #expect(result?["failures"] as? Int == 0, "\(webhooks.stdout)")
+        #expect(result?["pushesArrived"] as? Int == 300, "\(webhooks.stdout)")
+        #expect(result?["duplicates"] as? Int == 0, "\(webhooks.stdout)")
+
+        let fanout = try await ServerProcess.run(["bench", "fanout", "--devices", "100", "--calls", "1", "--json"], directory: directory.path)
+        #expect(fanout.status == 0, "\(fanout.stderr.suffix(2000))")
+        let runs = (try JSONSerialization.jsonObject(with: Data(fanout.stdout.utf8)) as? [String: Any])?["runs"] as? [[String: Any]]
+        #expect(runs?.first?["arrivedAtServer"] as? Int == 100, "\(fanout.stdout)")
+        #expect(runs?.first?["duplicates"] as? Int == 0, "\(fanout.stdout)")
+    }
 }

@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 import RingRelayCore
 import RingRelayWire
 import Synchronization
@@ -175,8 +177,8 @@ final class LiveHub: Sendable {
     /// Waits until the device acks `eventID`, or `window` passes.
     /// - Returns: whether the ack came in time.
     func awaitAck(_ eventID: String, within window: Duration) async -> Bool {
-        let timer = Task {
-            try? await Task.sleep(for: window)
+        // An event-loop timer, not a Task.sleep: no task and no dispatch timer per ring.
+        let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(window)) {
             self.resolveAck(eventID, acked: false)
         }
         defer { timer.cancel() }

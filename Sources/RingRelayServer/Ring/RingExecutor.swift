@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import RingRelayCore
 import Synchronization
 
@@ -67,22 +69,19 @@ final class RingExecutor: Sendable {
         for live in plan.live { start(.live(live), of: ring, answering: continuation) }
         for push in plan.pushes { start(.push(push), of: ring, answering: continuation) }
         let expected = plan.count
-        let collected = AnswerBox()
-        // Read answers until all are in or the wait is over, whichever comes first.
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await delivery in answers {
-                    if collected.add(delivery) == expected { break }
-                }
+        var answered: [String: Delivery] = [:]
+        if waitAtMost > .zero {
+            // Read answers until all are in or the wait is over. The wait is a timer on an event
+            // loop that ends the stream: a Task.sleep here cost a dispatch timer (and a wake-up of
+            // dispatch's manager thread) per ring.
+            let timeout = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(waitAtMost)) { continuation.finish() }
+            for await delivery in answers {
+                answered[delivery.id] = delivery
+                if answered.count == expected { break }
             }
-            group.addTask {
-                try? await Task.sleep(until: ContinuousClock.now + waitAtMost, clock: .continuous)
-            }
-            await group.next()
-            group.cancelAll()
+            timeout.cancel()
         }
         continuation.finish()
-        let answered = collected.byID
         var deliveries: [Delivery] = []
         deliveries.reserveCapacity(expected)
         for live in plan.live { deliveries.append(answered[live.delivery.id] ?? live.delivery) }
@@ -192,19 +191,4 @@ final class RingExecutor: Sendable {
                 at: clock.now)
         }
     }
-}
-
-/// Answers collected while waiting, shared between the reader and the caller.
-private final class AnswerBox: Sendable {
-    private let answers = Mutex<[String: Delivery]>([:])
-
-    /// Adds an answer; returns how many there are now.
-    func add(_ delivery: Delivery) -> Int {
-        answers.withLock {
-            $0[delivery.id] = delivery
-            return $0.count
-        }
-    }
-
-    var byID: [String: Delivery] { answers.withLock { $0 } }
 }
