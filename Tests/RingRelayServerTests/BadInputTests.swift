@@ -37,6 +37,39 @@ import Testing
         }
     }
 
+    /// Raw bytes the HTTP/1 parser refuses, on a real socket: a `400 invalid_request` at once and the
+    /// connection closed, on plain routes and on the WebSocket upgrade route alike (before, the
+    /// connection stayed open with no answer, forever).
+    @Test func unparsableRequestLinesAreAnsweredAndClosed() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient(.live) { client in
+            let port = try #require(client.port)
+            let upgrade = Array("Host: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n".utf8)
+            let requests: [[UInt8]] = [
+                Array("GET /healthz?x=".utf8) + [0xFF] + Array(" HTTP/1.1\r\nHost: a\r\n\r\n".utf8),
+                Array("GET /".utf8) + [0xFF] + Array(" HTTP/1.1\r\nHost: a\r\n\r\n".utf8),
+                Array("POST /v1/webhooks/twilio/".utf8) + [0xC3, 0x28] + Array(" HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n".utf8),
+                Array("GET /v1/connect?access_token=".utf8) + [0xFF] + Array(" HTTP/1.1\r\n".utf8) + upgrade,
+                Array("GET /healthz HTTP/1.1\r\nHost: a\r\nX-Bad: ".utf8) + [0x00] + Array("\r\n\r\n".utf8),
+            ]
+            for request in requests {
+                let answer = try await RawSocket.exchange(port: port, [request])
+                #expect(answer.text.hasPrefix("HTTP/1.1 400 "), "\(answer.text)")
+                #expect(answer.text.contains(#""code":"invalid_request""#), "\(answer.text)")
+                #expect(answer.closed, "the connection is closed after the answer")
+            }
+            // A bad request after a good one on the same connection: answered 400 and closed too.
+            let second = try await RawSocket.exchange(
+                port: port,
+                [Array("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n".utf8), Array("GET /".utf8) + [0xFF] + Array(" HTTP/1.1\r\nHost: a\r\n\r\n".utf8)])
+            #expect(second.text.hasPrefix("HTTP/1.1 200 "), "\(second.text)")
+            #expect(second.text.contains("HTTP/1.1 400 "), "\(second.text)")
+            #expect(second.closed)
+            // The server is still answering.
+            #expect(try await client.send(.get, "/healthz").status == .ok)
+        }
+    }
+
     /// Random and mutated bodies against every endpoint that reads one: never a 5xx, and the
     /// server keeps answering.
     @Test func noBodyProducesAServerError() async throws {

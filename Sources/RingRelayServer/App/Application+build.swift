@@ -45,9 +45,8 @@ public func buildApplication(
         router: router,
         // The same router answers the WebSocket upgrade, so /v1/connect gets the same authentication
         // and error bodies as every other route. Pings are LiveKeepAliveHandler's, not the library's.
-        server: .http1WebSocketUpgrade(
-            webSocketRouter: router,
-            configuration: .init(ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled))),
+        server: .guardedHTTP1WebSocketUpgrade(
+            router: router, configuration: .init(ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
         // Listed after the caller's services (the store), so they shut down before it and after
         // the HTTP server has drained.

@@ -1,0 +1,56 @@
+import Foundation
+
+/// A plain TCP client for hostile input: bytes no HTTP library would send.
+enum RawSocket {
+    /// What came back: the bytes read, and whether the server closed the connection.
+    struct Answer {
+        var data: Data
+        var closed: Bool
+        var text: String { String(decoding: data, as: UTF8.self) }
+    }
+
+    /// Connects to 127.0.0.1:`port`, sends `requests` one after another (waiting `pause` between
+    /// them) and reads until the server closes or `timeout` passes without a byte.
+    static func exchange(port: Int, _ requests: [[UInt8]], pause: Duration = .milliseconds(200), timeout: Duration = .seconds(5)) async throws
+        -> Answer
+    {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try blockingExchange(port: port, requests, pause: pause, timeout: timeout) })
+            }
+        }
+    }
+
+    struct Failure: Error { var step: String }
+
+    private static func blockingExchange(port: Int, _ requests: [[UInt8]], pause: Duration, timeout: Duration) throws -> Answer {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(step: "socket") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw Failure(step: "connect") }
+        var wait = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        for (index, request) in requests.enumerated() {
+            if index > 0 { Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18 + Double(pause.components.seconds)) }
+            _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        }
+        var received = Data()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count > 0 {
+                received.append(contentsOf: buffer[0..<count])
+            } else {
+                // 0: the server closed; -1: nothing within the timeout (or a reset).
+                return Answer(data: received, closed: count == 0 || errno == ECONNRESET)
+            }
+        }
+    }
+}
