@@ -112,7 +112,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     TestPushController(store: services.store, clock: services.clock, pusher: services.pusher).register(on: router)
     WebhooksController(
         credentials: services.credentials, ringer: services.ringer, limiter: services.limiter, metrics: services.metrics,
-        maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy
+        maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy, rejections: RejectionLog()
     ).register(on: router)
     CallsController(store: services.store, calls: services.calls, limiter: services.limiter, maxBodyBytes: maxBodyBytes).register(on: router)
     ConnectController(hub: services.hub, calls: services.calls, metrics: services.metrics, pingInterval: configuration.livePingInterval)

@@ -21,12 +21,18 @@ final class CredentialCache: Sendable {
 
     private let store: any DataStore
     private let lifetime: Duration
+    /// Most entries kept: past it, expired entries go, and if that is not enough, all of them.
+    let capacity: Int
     private let entries = Mutex<[Key: Entry]>([:])
 
-    init(store: any DataStore, lifetime: Duration = .seconds(5)) {
+    init(store: any DataStore, lifetime: Duration = .seconds(5), capacity: Int = 10_000) {
         self.store = store
         self.lifetime = lifetime
+        self.capacity = capacity
     }
+
+    /// Entries kept now.
+    var count: Int { entries.withLock { $0.count } }
 
     /// The account's credential of `kind`, or `nil` when none is configured.
     func credential(_ kind: CredentialKind, accountID: String) async throws -> Credential? {
@@ -34,7 +40,14 @@ final class CredentialCache: Sendable {
         let now = ContinuousClock.now
         if let entry = entries.withLock({ $0[key] }), entry.expires > now { return entry.credential }
         let credential = try await store.credential(kind: kind, accountID: accountID)?.credential
-        entries.withLock { $0[key] = Entry(credential: credential, expires: now + lifetime) }
+        entries.withLock { entries in
+            if entries.count >= capacity, entries[key] == nil {
+                entries = entries.filter { $0.value.expires > now }
+                // Still full of live entries (a burst of lookups): start again rather than grow.
+                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            }
+            entries[key] = Entry(credential: credential, expires: now + lifetime)
+        }
         return credential
     }
 

@@ -19,6 +19,8 @@ struct WebhooksController {
     let maxBodyBytes: Int
     /// Whether `X-Forwarded-Proto` and `X-Forwarded-Host` name the URL the provider signed (`--trust-proxy`).
     let trustProxy: Bool
+    /// Rejections of unsigned or mis-signed posts, logged at most once a minute per cause.
+    let rejections: RejectionLog
 
     func register(on router: Router<RingRelayRequestContext>) {
         router.post("/v1/webhooks/twilio/:accountId") { request, context in
@@ -44,10 +46,11 @@ struct WebhooksController {
     // MARK: Twilio
 
     func twilio(_ request: Request, _ context: RingRelayRequestContext) async throws -> Response {
-        let accountID = context.parameters.value("accountId")
+        let accountID = try self.accountID(context)
         let body = try await rawBody(request)
         guard case .twilio(let credential)? = try await credentials.credential(.twilio, accountID: accountID) else {
-            context.logger.warning("Twilio webhook for an account without Twilio credentials", metadata: ["account.id": .string(accountID)])
+            rejections.warning(
+                "Twilio webhook for an account without Twilio credentials", metadata: ["account.id": .string(accountID)], logger: context.logger)
             throw Self.badSignature
         }
         guard let signature = request.headers[.twilioSignature] else {
@@ -56,7 +59,7 @@ struct WebhooksController {
         let isForm = request.headers[.contentType].map { $0.lowercased().hasPrefix("application/x-www-form-urlencoded") } ?? false
         let url = publicURL(of: request)
         guard TwilioSignature.isValid(signature: signature, url: url, body: body, isForm: isForm, authToken: credential.authToken) else {
-            context.logger.warning("Twilio signature mismatch", metadata: ["account.id": .string(accountID)])
+            rejections.warning("Twilio signature mismatch", metadata: ["account.id": .string(accountID)], logger: context.logger)
             throw Self.badSignature
         }
         // The notification as a JSON object, and its bytes as devices will get them.
@@ -102,17 +105,18 @@ struct WebhooksController {
     // MARK: Webex
 
     func webex(_ request: Request, _ context: RingRelayRequestContext) async throws -> Response {
-        let accountID = context.parameters.value("accountId")
+        let accountID = try self.accountID(context)
         let body = try await rawBody(request)
         guard case .webex(let credential)? = try await credentials.credential(.webex, accountID: accountID) else {
-            context.logger.warning("Webex webhook for an account without a Webex secret", metadata: ["account.id": .string(accountID)])
+            rejections.warning(
+                "Webex webhook for an account without a Webex secret", metadata: ["account.id": .string(accountID)], logger: context.logger)
             throw Self.badSignature
         }
         guard let signature = request.headers[.sparkSignature] else {
             throw RingRelayError(.forbidden, code: .missingSignature, "The X-Spark-Signature header is missing.")
         }
         guard WebexSignature.isValid(signature: signature, body: body, secret: credential.secret) else {
-            context.logger.warning("Webex signature mismatch", metadata: ["account.id": .string(accountID)])
+            rejections.warning("Webex signature mismatch", metadata: ["account.id": .string(accountID)], logger: context.logger)
             throw Self.badSignature
         }
         let envelope = try Self.jsonObject(body)
@@ -162,6 +166,17 @@ struct WebhooksController {
                     message: "The identity '\(result.call.callee)' has no live connection and no active binding in this account."))
         }
         return Response.json(status: .ok, WebhookRingResponse(callId: result.call.id, deliveries: result.deliveries.map(DeliveryResource.init)))
+    }
+
+    /// The path's account id, refused before any lookup or log line when it is not shaped like
+    /// one (answered as an unknown account is: the signature cannot match).
+    private func accountID(_ context: RingRelayRequestContext) throws -> String {
+        let accountID = context.parameters.value("accountId")
+        guard ResourceID.isValid(accountID, prefix: ResourceID.account) else {
+            rejections.warning("webhook for a path that is not an account id", metadata: [:], logger: context.logger)
+            throw Self.badSignature
+        }
+        return accountID
     }
 
     private func rateLimit(_ accountID: String) throws {
