@@ -115,7 +115,9 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
         maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy, rejections: RejectionLog()
     ).register(on: router)
     CallsController(store: services.store, calls: services.calls, limiter: services.limiter, maxBodyBytes: maxBodyBytes).register(on: router)
-    ConnectController(hub: services.hub, calls: services.calls, metrics: services.metrics, pingInterval: configuration.livePingInterval)
+    ConnectController(
+        hub: services.hub, calls: services.calls, metrics: services.metrics, pingInterval: configuration.livePingInterval,
+        outboundBudget: configuration.liveOutboundBudget)
         .register(on: router)
     return router
 }

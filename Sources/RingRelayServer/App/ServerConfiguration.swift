@@ -46,6 +46,9 @@ public struct ServerConfiguration: Sendable {
     /// How long a live connection may be quiet before the server pings it; one still quiet a second
     /// interval later is dropped.
     public var livePingInterval: Duration = .seconds(15)
+    /// What a live connection may have waiting to be written before it is closed (1008): a device
+    /// that stops reading costs at most this.
+    public var liveOutboundBudget = LiveOutboundLimits(bytes: 1 << 20, frames: 1024)
     /// Webhooks and calls per second per account (0: unlimited).
     public var rateLimit: Double = 100
     /// Burst allowed above the rate.
@@ -217,5 +220,18 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
 
     public var description: String {
         "Invalid configuration \(key.flag) / \(key.environmentVariable): \(problem)"
+    }
+}
+
+/// The most a live connection may have waiting to be written (see `LiveOutboundBudget`).
+public struct LiveOutboundLimits: Sendable, Hashable {
+    /// Bytes of frames not yet written to the socket.
+    public var bytes: Int
+    /// Frames not yet written to the socket.
+    public var frames: Int
+
+    public init(bytes: Int, frames: Int) {
+        self.bytes = bytes
+        self.frames = frames
     }
 }

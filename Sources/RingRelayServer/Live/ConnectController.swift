@@ -19,6 +19,8 @@ struct ConnectController {
     let metrics: ServerMetrics
     /// How long a connection may be quiet before it is pinged (and, twice that, dropped).
     let pingInterval: Duration
+    /// What a connection may have waiting to be written.
+    let outboundBudget: LiveOutboundLimits
 
     /// Largest frame a device may send.
     static let maxFrameBytes = 16 * 1024
@@ -47,13 +49,17 @@ struct ConnectController {
         }
     }
 
-    /// Puts the keep-alive and the ack handler on an upgraded connection, behind the frame decoder
-    /// (so they see whole frames) and the encoder (so their writes are framed).
+    /// Puts the outbound budget behind the frame encoder (so it sees every frame written), and the
+    /// keep-alive and the ack handler behind the frame decoder (so they see whole frames) and the
+    /// encoder (so their writes are framed).
     private func attachHandlers(to channel: any Channel, for key: DeviceKey) async throws {
         let interval = TimeAmount.nanoseconds(pingInterval.nanoseconds)
         let hub = hub
+        let limits = outboundBudget
         try await channel.eventLoop.submit {
             let pipeline = channel.pipeline.syncOperations
+            let encoder = try pipeline.handler(type: WebSocketFrameEncoder.self)
+            try pipeline.addHandler(LiveOutboundBudget(limits: limits), position: .after(encoder))
             let decoder = try pipeline.handler(type: ByteToMessageHandler<WebSocketFrameDecoder>.self)
             let keepAlive = LiveKeepAliveHandler(interval: interval)
             try pipeline.addHandler(keepAlive, position: .after(decoder))
@@ -115,7 +121,7 @@ struct ConnectController {
             hub.reply(.error(.init(code: error.code, message: error.message), callId: nil), to: registration)
             return
         } catch let error as UnknownFieldError {
-            hub.reply(.error(.init(code: RingRelayError.Code.unknownField.rawValue, message: "The field '\(error.field)' is not part of this frame."), callId: nil), to: registration)
+            hub.reply(.error(.init(code: RingRelayError.Code.unknownField.rawValue, message: "The field '\(error.field.prefix(64))' is not part of this frame."), callId: nil), to: registration)
             return
         } catch {
             hub.reply(
@@ -136,6 +142,11 @@ struct ConnectController {
         case .reject(let id): (command, callID) = (.reject, id)
         case .cancel(let id): (command, callID) = (.cancel, id)
         case .end(let id): (command, callID) = (.end, id)
+        }
+        // Never echo what is not a call id: it can be 16 KB of anything.
+        guard ResourceID.isValid(callID, prefix: ResourceID.call) else {
+            hub.reply(.error(.init(code: "call_not_found", message: "'callId' is not a call id (call_…)."), callId: nil), to: registration)
+            return
         }
         do {
             let actor = CallActor(identity: registration.key.identity, deviceID: registration.key.deviceID)

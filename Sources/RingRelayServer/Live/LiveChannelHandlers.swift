@@ -171,3 +171,80 @@ final class KeepAliveSweeper: @unchecked Sendable {
         }
     }
 }
+
+/// Bounds what a live connection can make the server hold for it.
+///
+/// A device that stops reading (or reads slower than it sends) would otherwise grow the server
+/// without bound: every frame it sends may get an answer, and every answer waits in memory. So,
+/// while the socket cannot take more (NIO's writability), nothing more is read from the device;
+/// and frames waiting to be written, past ``LiveOutboundLimits`` in bytes or in number, close the connection
+/// with 1008 (policy violation). The close frame goes out first for a device that resumes
+/// reading, but nothing waits for it.
+final class LiveOutboundBudget: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    typealias OutboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    static let closeReason = "the device is not reading: outbound budget exceeded"
+
+    private let limits: LiveOutboundLimits
+    private var waitingBytes = 0
+    private var waitingFrames = 0
+    private var readHeld = false
+    private var closing = false
+
+    init(limits: LiveOutboundLimits) {
+        self.limits = limits
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let size = unwrapOutboundIn(data).length + 14  // payload and the largest frame header
+        guard !closing else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        guard waitingBytes + size <= limits.bytes, waitingFrames < limits.frames else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            closeOverBudget(context: context)
+            return
+        }
+        waitingBytes += size
+        waitingFrames += 1
+        let written = promise ?? context.eventLoop.makePromise()
+        written.futureResult.assumeIsolated().whenComplete { _ in
+            self.waitingBytes -= size
+            self.waitingFrames -= 1
+        }
+        context.write(data, promise: written)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        // Backpressure: a device whose answers cannot be written is not read from either.
+        guard context.channel.isWritable else {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, readHeld {
+            readHeld = false
+            context.read()
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    private func closeOverBudget(context: ChannelHandlerContext) {
+        guard !closing else { return }
+        closing = true
+        var reason = context.channel.allocator.buffer(capacity: 2 + Self.closeReason.utf8.count)
+        reason.write(webSocketErrorCode: .policyViolation)
+        reason.writeString(Self.closeReason)
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: reason)), promise: nil)
+        context.close(promise: nil)
+    }
+}
+
+@available(*, unavailable)
+extension LiveOutboundBudget: Sendable {}

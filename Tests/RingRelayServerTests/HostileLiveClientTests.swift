@@ -1,0 +1,154 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import NIOEmbedded
+import NIOWebSocket
+import RingRelayWire
+import Testing
+
+@testable import RingRelayServer
+
+/// Devices that send junk, or stop reading (issue 16 item 3).
+@Suite struct HostileLiveClientTests {
+    /// Error frames never echo the device's unbounded text: a 15 KB field name comes back cut to 64 bytes.
+    @Test func errorFramesDoNotEchoUnboundedClientText() async throws {
+        let server = try await TestServer.make(start: Date())
+        let adminToken = server.adminToken
+        try await server.withClient(.live) { client in
+            let port = try #require(client.port)
+            let key = try await client.createAccount("acme", admin: adminToken).apiKey
+            let token = try await client.accessToken(identity: "bob", deviceID: "b1", key: key)
+            let device = try RawWebSocket(port: port, path: "/v1/connect?access_token=\(token)", receiveBuffer: 1 << 20)
+            defer { device.close() }
+            #expect(device.handshake.hasPrefix("HTTP/1.1 101"), "\(device.handshake)")
+            let junk = String(repeating: "j", count: 15_000)
+            #expect(device.sendTextFrames(Array(#"{"type":"pong","\#(junk)":1}"#.utf8), count: 20, giveUpAfter: .seconds(5)) == 20)
+            let answers = device.read(for: .milliseconds(500))
+            #expect(answers.count > 20 * 100, "every frame got its error frame (\(answers.count) bytes)")
+            #expect(answers.count < 20 * 400, "no answer echoes 15 KB (\(answers.count) bytes for 20 answers)")
+            #expect(answers.firstRange(of: Array(String(repeating: "j", count: 65).utf8)) == nil)
+        }
+    }
+
+    /// Frames waiting to be written past the budget close the connection with 1008; nothing is
+    /// read from a connection that cannot be written to.
+    @Test func theOutboundBudgetClosesAndHoldsReads() throws {
+        let reads = ReadCounter()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandler(reads)
+        try channel.pipeline.syncOperations.addHandler(LiveOutboundBudget(limits: LiveOutboundLimits(bytes: 10_000, frames: 5)))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+
+        // Not writable: a read request stops here; writable again, it goes on.
+        channel.isWritable = false
+        channel.read()
+        #expect(reads.count == 0)
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        #expect(reads.count == 1)
+
+        // Five frames wait unflushed (the device reads nothing); the sixth is over the budget.
+        for _ in 0..<5 { channel.write(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: "ring")), promise: nil) }
+        #expect(channel.isActive)
+        channel.write(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(string: "one too many")), promise: nil)
+        #expect(!channel.isActive, "closed past the budget")
+        var closeFrame: WebSocketFrame?
+        while let frame = try channel.readOutbound(as: WebSocketFrame.self) { closeFrame = frame }
+        #expect(closeFrame?.opcode == .connectionClose)
+        var data = closeFrame?.data
+        #expect(data?.readWebSocketErrorCode() == .policyViolation)
+    }
+}
+
+/// Counts the read requests that reach the head of the pipeline.
+private final class ReadCounter: ChannelOutboundHandler {
+    typealias OutboundIn = NIOAny
+    var count = 0
+
+    func read(context: ChannelHandlerContext) {
+        count += 1
+        context.read()
+    }
+}
+
+/// A WebSocket client on a raw socket: it upgrades, writes masked text frames and reads only when told.
+final class RawWebSocket: @unchecked Sendable {
+    let fd: Int32
+    let handshake: String
+
+    init(port: Int, path: String, receiveBuffer: Int32) throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var size = receiveBuffer
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            _ = Glibc.close(descriptor)
+            throw RawSocket.Failure(step: "connect")
+        }
+        let request =
+            "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        _ = Array(request.utf8).withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var wait = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        // Read the handshake answer only, byte by byte up to its blank line (the `ready` frame stays unread).
+        var answer: [UInt8] = []
+        var byte: UInt8 = 0
+        while !answer.ends(with: Array("\r\n\r\n".utf8)), recv(descriptor, &byte, 1, 0) == 1 { answer.append(byte) }
+        fd = descriptor
+        handshake = String(decoding: answer, as: UTF8.self)
+    }
+
+    /// Sends up to `count` masked text frames without blocking; stops when the socket has taken
+    /// nothing for `giveUpAfter`. Returns how many were sent whole.
+    func sendTextFrames(_ payload: [UInt8], count: Int, giveUpAfter: Duration) -> Int {
+        var frame: [UInt8] = [0x81, 0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF), 1, 2, 3, 4]
+        frame += payload.enumerated().map { $0.element ^ [1, 2, 3, 4][$0.offset % 4] }
+        var sent = 0
+        while sent < count {
+            var offset = 0
+            var lastProgress = ContinuousClock.now
+            while offset < frame.count {
+                let written = frame[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                if written > 0 {
+                    offset += written
+                    lastProgress = .now
+                } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                    if ContinuousClock.now - lastProgress > giveUpAfter { return sent }
+                    usleep(10_000)
+                } else {
+                    return sent
+                }
+            }
+            sent += 1
+        }
+        return sent
+    }
+
+    /// Everything that arrives within `window`.
+    func read(for window: Duration) -> [UInt8] {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = ContinuousClock.now + window
+        while ContinuousClock.now < deadline {
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if count > 0 { data += buffer[0..<count] } else if count == 0 { break } else { usleep(10_000) }
+        }
+        return data
+    }
+
+    func close() {
+        _ = Glibc.close(fd)
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
+}
