@@ -6,6 +6,25 @@ import RingRelayWire
 import Testing
 
 @Suite struct AccountsTests {
+    /// An operation without a body still reads what it is given and checks it strictly.
+    @Test func creatingAKeyChecksTheBodyItIsGiven() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let account = try await client.createAccount("acme", admin: server.adminToken)
+            let path = "/v1/accounts/\(account.id)/keys"
+            let huge = #"{"\#(String(repeating: "x", count: 1 << 20))":1}"#
+            let tooLarge = try await client.send(.post, path, token: server.adminToken, json: huge)
+            #expect(tooLarge.status == .contentTooLarge)
+            let unknown = try await client.send(.post, path, token: server.adminToken, json: #"{"name":"rotation"}"#)
+            #expect(unknown.status == .unprocessableContent)
+            #expect(unknown.errorCode == "unknown_field")
+            let notJSON = try await client.send(.post, path, token: server.adminToken, json: "key please")
+            #expect(notJSON.status == .badRequest)
+            #expect(try await client.send(.post, path, token: server.adminToken, json: "{}").status == .created)
+            #expect(try await client.send(.post, path, token: server.adminToken).status == .created)
+        }
+    }
+
     @Test func adminCreatesListsAndDeletesAccounts() async throws {
         let server = try await TestServer.make()
         try await server.withClient { client in

@@ -18,7 +18,7 @@ struct AccountsController {
         router.post("/v1/accounts") { request, context in try await create(request, context) }
         router.get("/v1/accounts") { _, context in try await list(context) }
         router.delete("/v1/accounts/:accountId") { _, context in try await delete(context) }
-        router.post("/v1/accounts/:accountId/keys") { _, context in try await createKey(context) }
+        router.post("/v1/accounts/:accountId/keys") { request, context in try await createKey(request, context) }
         router.delete("/v1/accounts/:accountId/keys/:keyId") { _, context in try await revokeKey(context) }
     }
 
@@ -54,8 +54,9 @@ struct AccountsController {
         return Response(status: .noContent)
     }
 
-    func createKey(_ context: RingRelayRequestContext) async throws -> JSONResponse<CreatedKey> {
+    func createKey(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<CreatedKey> {
         try context.requireAdmin()
+        try await request.expectNoBody(maxBytes: maxBodyBytes)
         let id = context.parameters.value("accountId")
         guard try await store.account(id: id) != nil else { throw RingRelayError.notFound("account", id: id) }
         let now = clock.now

@@ -16,6 +16,10 @@ struct BindingsController {
 
     /// Most items a batch may carry (upserts and deletes together).
     static let maxBatchItems = 500
+    /// Largest batch body: its items at their largest (a 4,096-byte FCM token, identity and device
+    /// id of 256 characters written as JSON escapes, the field names) fit in 8 KiB each. The
+    /// general limit would refuse a valid batch of 500 ordinary items.
+    static let maxBatchBodyBytes = maxBatchItems * 8 * 1024
 
     func register(on router: Router<RingRelayRequestContext>) {
         router.post("/v1/bindings") { request, context in try await create(request, context) }
@@ -135,7 +139,7 @@ struct BindingsController {
 
     func batch(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<BindingBatchResponse> {
         let accountID = try context.requireAccountKey()
-        let body = try await request.decodeJSON(BindingBatchRequest.self, maxBytes: maxBodyBytes)
+        let body = try await request.decodeJSON(BindingBatchRequest.self, maxBytes: max(maxBodyBytes, Self.maxBatchBodyBytes))
         let upserts = body.upsert ?? []
         let deletes = body.delete ?? []
         guard upserts.count + deletes.count <= Self.maxBatchItems else {

@@ -65,6 +65,10 @@ final class LiveHub: Sendable {
         var outboxes: [DeviceKey: [Pending]] = [:]
         /// Devices that were sent events of a call, so later events reach them after a reconnect.
         var callDevices: [String: Set<DeviceKey>] = [:]
+        /// When each call in ``callDevices`` last had an event: kept while the call may still
+        /// change (a ring acked and then cancelled, an accepted call ended hours later), pruned
+        /// only once it is older than ``callDeviceRetention`` and nothing of it waits in an outbox.
+        var callLastEvent: [String: Date] = [:]
         var ackWaits: [String: AckWait] = [:]
     }
 
@@ -80,6 +84,8 @@ final class LiveHub: Sendable {
     let endEventRetention: TimeInterval
     /// Most events kept per device; the oldest go first.
     let outboxLimit: Int
+    /// How long the devices of a call are remembered after its last event, for its next one.
+    let callDeviceRetention: TimeInterval = 12 * 3600
 
     init(clock: any WallClock, endEventRetention: TimeInterval = 120, outboxLimit: Int = 64) {
         self.clock = clock
@@ -267,7 +273,10 @@ final class LiveHub: Sendable {
                     state.connections[key]?.sink.send(text)
                 }
             }
-            if final { state.callDevices[call.id] = nil }
+            if final {
+                state.callDevices[call.id] = nil
+                state.callLastEvent[call.id] = nil
+            }
         }
     }
 
@@ -280,7 +289,11 @@ final class LiveHub: Sendable {
                 state.outboxes[key] = kept.isEmpty ? nil : kept
             }
             let calls = Set(state.outboxes.values.joined().map(\.callID))
-            state.callDevices = state.callDevices.filter { calls.contains($0.key) }
+            // A call whose events were all acknowledged is kept for a while: its devices must still
+            // get its next event when they are offline (dropping it here lost a cancellation).
+            let recent = now.addingTimeInterval(-callDeviceRetention)
+            state.callDevices = state.callDevices.filter { calls.contains($0.key) || (state.callLastEvent[$0.key] ?? .distantPast) > recent }
+            state.callLastEvent = state.callLastEvent.filter { state.callDevices[$0.key] != nil }
         }
     }
 
@@ -290,6 +303,7 @@ final class LiveHub: Sendable {
         if outbox.count > outboxLimit { outbox.removeFirst(outbox.count - outboxLimit) }
         state.outboxes[key] = outbox
         state.callDevices[pending.callID, default: []].insert(key)
+        state.callLastEvent[pending.callID] = clock.now
     }
 
     private func encode(_ frame: ServerFrame) -> String {

@@ -16,11 +16,12 @@ struct TestPushController {
     static let deadline: TimeInterval = 15
 
     func register(on router: Router<RingRelayRequestContext>) {
-        router.post("/v1/bindings/:bindingId/test") { _, context in try await test(context) }
+        router.post("/v1/bindings/:bindingId/test") { request, context in try await test(request, context) }
     }
 
-    func test(_ context: RingRelayRequestContext) async throws -> JSONResponse<TestPushResult> {
+    func test(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<TestPushResult> {
         let scope = try context.requireScope()
+        try await request.expectNoBody(maxBytes: 64 * 1024)
         let id = context.parameters.value("bindingId")
         guard let binding = try await store.binding(id: id, accountID: scope.accountID, identity: scope.identity) else {
             throw RingRelayError.notFound("binding", id: id)

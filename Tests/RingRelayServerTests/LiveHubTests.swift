@@ -1,0 +1,35 @@
+import Foundation
+import RingRelayCore
+import RingRelayTesting
+import RingRelayWire
+import Testing
+
+@testable import RingRelayServer
+
+/// The hub's bookkeeping, without sockets.
+@Suite struct LiveHubTests {
+    /// A device that acked its ring and went offline still gets the cancellation on reconnect,
+    /// even when the hub tidied itself in between (it used to forget who had been rung once
+    /// nothing of the call waited in an outbox; the live test saw it now and then).
+    @Test func aPruneBetweenAckAndCancelKeepsTheDeviceInTheCall() throws {
+        let clock = ManualWallClock(start: Date(timeIntervalSince1970: 1_790_000_000))
+        let hub = LiveHub(clock: clock)
+        let key = DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1")
+        let sink = LiveHub.Sink(send: { _ in }, close: { _, _ in })
+        let now = clock.now
+        var call = Call(
+            id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob",
+            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+
+        let first = hub.connect(key, lastEventID: nil, sink: sink)
+        let ring = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
+        #expect(hub.ack(ring, from: key))
+        hub.disconnect(first)
+        hub.prune()
+
+        call.state = .cancelled
+        hub.publish([PlannedEvent(kind: .cancelled, identity: "bob", devices: .all, reason: "cancelled")], call: call)
+        let again = hub.connect(key, lastEventID: ring, sink: sink)
+        #expect(again.replayed == 1)
+    }
+}
