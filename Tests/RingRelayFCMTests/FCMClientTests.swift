@@ -114,7 +114,8 @@ struct FCMClientTests {
     }
 
     @Test func manyMessagesShareOneConnectionAndOneAccessToken() async throws {
-        let harness = try await Self.harness()
+        // Mints are counted: a generous timeout, so a starved test process never retries an exchange.
+        let harness = try await Self.harness(timeout: .seconds(30))
         try await withThrowingTaskGroup(of: PushOutcome.self) { group in
             for index in 0..<50 {
                 group.addTask { try await harness.push(Self.token(index)) }
@@ -133,7 +134,8 @@ struct FCMClientTests {
     }
 
     @Test func accessTokenIsRefreshedBeforeItExpires() async throws {
-        let harness = try await Self.harness()
+        // Mints are counted: a generous timeout, so a starved test process never retries an exchange.
+        let harness = try await Self.harness(timeout: .seconds(30))
         #expect(try await harness.push(Self.token(1)).disposition == .delivered)
         harness.clock.advance(by: 56 * 60)  // under 5 minutes left of 3599 s
         #expect(try await harness.push(Self.token(2)).disposition == .delivered)
@@ -310,7 +312,8 @@ struct FCMClientTests {
     }
 
     @Test func revokedAccessTokenIsReplacedOnce() async throws {
-        let harness = try await Self.harness()
+        // Mints are counted: a generous timeout, so a starved test process never retries an exchange.
+        let harness = try await Self.harness(timeout: .seconds(30))
         #expect(try await harness.push(Self.token(17)).disposition == .delivered)
         harness.simulator.revokeAccessTokens()
         harness.clock.advance(by: 120)
@@ -324,7 +327,8 @@ struct FCMClientTests {
     }
 
     @Test func freshAccessTokenRefusedByFCMIsAConfigurationFault() async throws {
-        let harness = try await Self.harness()
+        // Mints are counted: a generous timeout, so a starved test process never retries an exchange.
+        let harness = try await Self.harness(timeout: .seconds(30))
         #expect(try await harness.push(Self.token(19)).disposition == .delivered)
         harness.simulator.revokeAccessTokens()
         let outcome = try await harness.push(Self.token(19))
