@@ -61,6 +61,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "How often live connections are pinged; a silent one is dropped at the next ping, e.g. 15s. [env: RINGRELAY_LIVE_PING_INTERVAL] (default: 15s)")
     var livePingInterval: String?
 
+    @Option(help: "Longest a shutdown (SIGTERM, SIGINT) waits for requests and connections; then they are closed, e.g. 10s. [env: RINGRELAY_SHUTDOWN_GRACE] (default: 10s)")
+    var shutdownGrace: String?
+
     @Option(help: "How long call records are kept, e.g. 7d. [env: RINGRELAY_CALL_RETENTION] (default: 7d)")
     var callRetention: String?
 
@@ -86,6 +89,7 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.webhookWait] = webhookWait
         flags[.liveFallback] = liveFallback
         flags[.livePingInterval] = livePingInterval
+        flags[.shutdownGrace] = shutdownGrace
         flags[.callRetention] = callRetention
         flags[.rateLimit] = rateLimit
         flags[.rateLimitBurst] = rateLimitBurst

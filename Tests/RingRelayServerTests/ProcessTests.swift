@@ -156,6 +156,42 @@ import Testing
         }
     }
 
+    /// A WebSocket client that ignores the close frame and keeps sending cannot hold a shutdown
+    /// open: it gets 1001 (going away) at once, and after --shutdown-grace the process exits anyway.
+    @Test func aDeviceIgnoringTheCloseCannotHoldTheShutdownOpen() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try ServerProcess(
+            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--shutdown-grace", "2s"], directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let (_, accountData) = try await Self.request(.POST, url + "/v1/accounts", token: adminToken, body: #"{"name":"grace"}"#)
+        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+        let (_, tokenData) = try await Self.request(.POST, url + "/v1/access-tokens", token: key, body: #"{"identity":"bob","deviceId":"b1"}"#)
+        let token = try JSONDecoder.ringRelay.decode(AccessTokenResponse.self, from: tokenData).token
+        let port = try #require(URL(string: url)?.port)
+        let device = try RawWebSocket(port: port, path: "/v1/connect?access_token=\(token)", receiveBuffer: 1 << 16)
+        defer { device.close() }
+        #expect(device.handshake.hasPrefix("HTTP/1.1 101"))
+        let ready = Array(#""type":"ready""#.utf8)
+        #expect(device.read(for: .seconds(10)) { $0.firstRange(of: ready) != nil }.firstRange(of: ready) != nil, "no ready frame")
+
+        let stopped = ContinuousClock.now
+        server.signal(SIGTERM)
+        // The device keeps talking and never answers the close.
+        let ping = Array(#"{"type":"ping"}"#.utf8)
+        while server.process.isRunning, ContinuousClock.now - stopped < .seconds(30) {
+            _ = device.sendTextFrames(ping, count: 1, giveUpAfter: .milliseconds(100))
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(try await server.waitForExit(timeout: .seconds(30)) == 0)
+        let took = ContinuousClock.now - stopped
+        #expect(took < .seconds(12), "the shutdown took \(took) with a 2 s grace")
+        // A server close frame (0x88) with 1001 (0x03E9) came before the end.
+        let received = device.read(for: .seconds(2)) { _ in false }
+        let closeFrame = received.indices.dropLast(3).first { received[$0] == 0x88 && received[$0 + 2] == 0x03 && received[$0 + 3] == 0xE9 }
+        #expect(closeFrame != nil, "no close frame with 1001 among \(received.count) bytes: \(received.suffix(40).map { String($0, radix: 16) })")
+    }
+
     @Test func adminVerbsTalkToARunningServer() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -20,6 +20,7 @@ import UnixSignals
 ///   - clock: time source for token expiry.
 ///   - logger: the server's logger.
 ///   - services: long-lived services that start before the HTTP server and stop after it has drained.
+///   - shutdownNotice: told first when the process shuts down; live connections then get 1001.
 ///   - onServerRunning: called once the server accepts connections (tests read the bound port here).
 /// - Returns: an application to run, or to test with `app.test(.router)`.
 ///
@@ -34,11 +35,14 @@ public func buildApplication(
     clock: any WallClock = SystemWallClock(),
     logger: Logger = Logger(label: "ringrelay"),
     services: [any Service] = [],
+    shutdownNotice: ShutdownNotice? = nil,
     onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     let appServices = try await AppServices.make(
         configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
     let router = buildRouter(services: appServices)
+    let hub = appServices.hub
+    shutdownNotice?.onShutdown { hub.closeAll(code: LiveHub.goingAwayCloseCode, reason: "server shutting down") }
     var appLogger = logger
     appLogger.logLevel = configuration.logLevel
     return Application(
@@ -137,9 +141,22 @@ public func runServer(
 ) async throws {
     let bootstrap = try await Bootstrap.prepare(configuration: configuration, logger: logger)
     announce(bootstrap)
+    let notice = ShutdownNotice()
     let app = try await buildApplication(
         configuration: configuration, store: bootstrap.store, adminToken: bootstrap.adminToken, logger: logger,
-        services: [StoreService(store: bootstrap.store, logger: logger)],
+        services: [StoreService(store: bootstrap.store, logger: logger)], shutdownNotice: notice,
         onServerRunning: { channel in await onListening(channel.localAddress?.port ?? configuration.port) })
-    try await app.runService(gracefulShutdownSignals: [.sigterm, .sigint])
+    // A bounded drain: after --shutdown-grace the group cancels what is still running (a WebSocket
+    // client that ignores the close frame, a request that never ends), which closes its channels.
+    var group = ServiceGroupConfiguration(services: [app, notice], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    group.maximumGracefulShutdownDuration = configuration.shutdownGrace
+    group.maximumCancellationDuration = .seconds(5)
+    do {
+        try await ServiceGroup(configuration: group).run()
+    } catch where notice.hasBegun {
+        // The grace ran out and what was left was cancelled: that is the bounded drain working.
+        logger.warning(
+            "shutdown grace passed; closed what was still open",
+            metadata: ["shutdown.grace": .string("\(configuration.shutdownGrace)"), "error.cause": .string("\(error)")])
+    }
 }

@@ -46,6 +46,9 @@ public struct ServerConfiguration: Sendable {
     /// How long a live connection may be quiet before the server pings it; one still quiet a second
     /// interval later is dropped.
     public var livePingInterval: Duration = .seconds(15)
+    /// Longest a graceful shutdown waits for requests and connections to finish; after it, the
+    /// rest are closed and the process exits.
+    public var shutdownGrace: Duration = .seconds(10)
     /// What a live connection may have waiting to be written before it is closed (1008): a device
     /// that stops reading costs at most this.
     public var liveOutboundBudget = LiveOutboundLimits(bytes: 1 << 20, frames: 1024)
@@ -74,6 +77,7 @@ public struct ServerConfiguration: Sendable {
         case webhookWait = "webhook-wait"
         case liveFallback = "live-fallback"
         case livePingInterval = "live-ping-interval"
+        case shutdownGrace = "shutdown-grace"
         case rateLimit = "rate-limit"
         case rateLimitBurst = "rate-limit-burst"
 
@@ -146,6 +150,7 @@ public struct ServerConfiguration: Sendable {
         if let text = value(.webhookWait) { webhookWait = try Self.duration(text, key: .webhookWait, within: 0...30) }
         if let text = value(.liveFallback) { liveFallback = try Self.duration(text, key: .liveFallback, within: 0.05...30) }
         if let text = value(.livePingInterval) { livePingInterval = try Self.duration(text, key: .livePingInterval, within: 1...300) }
+        if let text = value(.shutdownGrace) { shutdownGrace = try Self.duration(text, key: .shutdownGrace, within: 0...300) }
         if let text = value(.rateLimit) {
             guard let rate = Double(text), rate >= 0 else { throw ConfigurationError(key: .rateLimit, "must be a number ≥ 0, got '\(text)'.") }
             rateLimit = rate

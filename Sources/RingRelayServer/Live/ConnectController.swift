@@ -81,8 +81,20 @@ struct ConnectController {
                 }
             },
             close: { code, reason in
-                closer.yield((code, reason))
-                closer.finish()
+                guard code == LiveHub.goingAwayCloseCode else {
+                    closer.yield((code, reason))
+                    closer.finish()
+                    return
+                }
+                // Shutting down: the close frame goes out now, ahead of anything the server's own
+                // shutdown does to the connection (the WebSocket library closes with 1000 then);
+                // --shutdown-grace bounds the wait for a device that never answers it.
+                channel.eventLoop.execute {
+                    var data = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
+                    data.writeInteger(code)
+                    data.writeString(reason)
+                    channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data), promise: nil)
+                }
             })
         let registration = hub.connect(key, lastEventID: lastEventID, sink: sink)
         metrics.recordLiveConnections(hub.connectionCount)
@@ -91,6 +103,15 @@ struct ConnectController {
             hub.disconnect(registration)
             metrics.recordLiveConnections(hub.connectionCount)
         }
+        // On shutdown the hub closes every connection with 1001 first (ShutdownNotice); this
+        // returns when the device or the server ends the connection.
+        try await serveFrames(registration, closes: closes, inbound: inbound, outbound: outbound)
+    }
+
+    private func serveFrames(
+        _ registration: LiveHub.Registration, closes: AsyncStream<(code: UInt16, reason: String)>, inbound: WebSocketInboundStream,
+        outbound: WebSocketOutboundWriter
+    ) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await close in closes {

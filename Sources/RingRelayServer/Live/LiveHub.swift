@@ -35,6 +35,8 @@ final class LiveHub: Sendable {
 
     /// The WebSocket close code for a connection replaced by a newer one of the same device.
     static let replacedCloseCode: UInt16 = 4001
+    /// The WebSocket close code for a server shutting down (going away): reconnect.
+    static let goingAwayCloseCode: UInt16 = 1001
 
     /// An event kept for a device until acked.
     private struct Pending {
@@ -136,6 +138,12 @@ final class LiveHub: Sendable {
             state.devicesByIdentity[identity]?.remove(registration.key.deviceID)
             if state.devicesByIdentity[identity]?.isEmpty == true { state.devicesByIdentity[identity] = nil }
         }
+    }
+
+    /// Closes every connection with `code` (a shutdown: 1001, going away).
+    func closeAll(code: UInt16, reason: String) {
+        let sinks = state.withLock { state in state.connections.values.map(\.sink) }
+        for sink in sinks { sink.close(code, reason) }
     }
 
     /// The connected devices of an identity.
