@@ -64,6 +64,18 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Longest a shutdown (SIGTERM, SIGINT) waits for requests and connections; then they are closed, e.g. 10s. [env: RINGRELAY_SHUTDOWN_GRACE] (default: 10s)")
     var shutdownGrace: String?
 
+    @Option(help: "Longest an HTTP connection may send nothing (between requests, or in a stalled body) before it is closed. [env: RINGRELAY_IDLE_TIMEOUT] (default: 60s)")
+    var idleTimeout: String?
+
+    @Option(help: "Longest a new connection may take to send its first request line and headers. [env: RINGRELAY_HEADER_TIMEOUT] (default: 10s)")
+    var headerTimeout: String?
+
+    @Option(help: "Most connections open at once, HTTP and live together. [env: RINGRELAY_MAX_CONNECTIONS] (default: 20000)")
+    var maxConnections: String?
+
+    @Option(help: "Most connections open at once from one address; not applied with --trust-proxy. [env: RINGRELAY_MAX_CONNECTIONS_PER_ADDRESS] (default: 1000)")
+    var maxConnectionsPerAddress: String?
+
     @Option(help: "How long call records are kept, e.g. 7d. [env: RINGRELAY_CALL_RETENTION] (default: 7d)")
     var callRetention: String?
 
@@ -90,6 +102,10 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.liveFallback] = liveFallback
         flags[.livePingInterval] = livePingInterval
         flags[.shutdownGrace] = shutdownGrace
+        flags[.idleTimeout] = idleTimeout
+        flags[.headerTimeout] = headerTimeout
+        flags[.maxConnections] = maxConnections
+        flags[.maxConnectionsPerAddress] = maxConnectionsPerAddress
         flags[.callRetention] = callRetention
         flags[.rateLimit] = rateLimit
         flags[.rateLimitBurst] = rateLimitBurst

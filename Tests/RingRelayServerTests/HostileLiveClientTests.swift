@@ -78,7 +78,8 @@ final class RawWebSocket: @unchecked Sendable {
     let fd: Int32
     let handshake: String
 
-    init(port: Int, path: String, receiveBuffer: Int32) throws {
+    /// Connects; with a `path`, upgrades to a WebSocket (without one, it only holds a connection).
+    init(port: Int, path: String?, receiveBuffer: Int32) throws {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var size = receiveBuffer
         setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
@@ -92,6 +93,11 @@ final class RawWebSocket: @unchecked Sendable {
         guard connected == 0 else {
             _ = Glibc.close(descriptor)
             throw RawSocket.Failure(step: "connect")
+        }
+        guard let path else {
+            fd = descriptor
+            handshake = ""
+            return
         }
         let request =
             "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"

@@ -192,6 +192,58 @@ import Testing
         #expect(closeFrame != nil, "no close frame with 1001 among \(received.count) bytes: \(received.suffix(40).map { String($0, radix: 16) })")
     }
 
+    /// Silent sockets, half-sent headers, a stalled body and an idle keep-alive connection are all
+    /// closed by their timeouts; connections past the per-address cap are refused at once.
+    @Test func timeoutsAndConnectionCapsCloseWhatHangsAround() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try ServerProcess(
+            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--header-timeout", "1s", "--idle-timeout", "2s"],
+            directory: directory.path)
+        let port = try #require(URL(string: try await server.waitUntilListening())?.port)
+        let started = ContinuousClock.now
+        let answers = try await withThrowingTaskGroup(of: (String, RawSocket.Answer).self) { group in
+            for index in 0..<20 {
+                group.addTask { ("silent \(index)", try await RawSocket.exchange(port: port, [[]], timeout: .seconds(10))) }
+                group.addTask {
+                    ("half headers \(index)", try await RawSocket.exchange(port: port, [Array("GET /healthz HTTP/1.1\r\nHos".utf8)], timeout: .seconds(10)))
+                }
+            }
+            group.addTask {
+                let head = "POST /v1/accounts HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer \(self.adminToken)\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+                return ("half a body", try await RawSocket.exchange(port: port, [Array(head.utf8) + Array(#"{"name":"#.utf8)], timeout: .seconds(10)))
+            }
+            group.addTask {
+                ("idle keep-alive", try await RawSocket.exchange(port: port, [Array("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n".utf8)], timeout: .seconds(10)))
+            }
+            var answers: [(String, RawSocket.Answer)] = []
+            for try await answer in group { answers.append(answer) }
+            return answers
+        }
+        let took = ContinuousClock.now - started
+        for (name, answer) in answers { #expect(answer.closed, "\(name) was still open") }
+        #expect(answers.first { $0.0 == "idle keep-alive" }?.1.text.hasPrefix("HTTP/1.1 200") == true)
+        #expect(took < .seconds(8), "closing took \(took) with 1 s and 2 s timeouts")
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+
+        let capped = try ServerProcess(
+            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--max-connections-per-address", "5"], directory: directory.path)
+        let cappedPort = try #require(URL(string: try await capped.waitUntilListening())?.port)
+        let holders = try (0..<5).map { _ in try RawWebSocket(port: cappedPort, path: nil, receiveBuffer: 1 << 16) }
+        try await Task.sleep(for: .milliseconds(300))
+        let refused = try await RawSocket.exchange(port: cappedPort, [Array("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n".utf8)], timeout: .seconds(5))
+        #expect(refused.closed && refused.data.isEmpty, "a sixth connection from the same address was served: \(refused.text.prefix(40))")
+        holders[0].close()
+        try await Task.sleep(for: .milliseconds(300))
+        let admitted = try await RawSocket.exchange(
+            port: cappedPort, [Array("GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".utf8)], timeout: .seconds(5))
+        #expect(admitted.text.hasPrefix("HTTP/1.1 200"), "\(admitted.text.prefix(40))")
+        for holder in holders.dropFirst() { holder.close() }
+        capped.signal(SIGTERM)
+        #expect(try await capped.waitForExit() == 0)
+    }
+
     @Test func adminVerbsTalkToARunningServer() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -50,7 +50,14 @@ public func buildApplication(
         // The same router answers the WebSocket upgrade, so /v1/connect gets the same authentication
         // and error bodies as every other route. Pings are LiveKeepAliveHandler's, not the library's.
         server: .guardedHTTP1WebSocketUpgrade(
-            router: router, configuration: .init(ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled))),
+            router: router,
+            configuration: .init(
+                http1: .init(idleTimeout: TimeAmount(configuration.idleTimeout)),
+                ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled)),
+            connections: ConnectionLimiter(
+                maximum: configuration.maxConnections,
+                maximumPerAddress: configuration.trustProxy ? nil : configuration.maxConnectionsPerAddress),
+            headerTimeout: configuration.headerTimeout),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
         // Listed after the caller's services (the store), so they shut down before it and after
         // the HTTP server has drained.

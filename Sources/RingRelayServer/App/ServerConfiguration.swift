@@ -49,6 +49,15 @@ public struct ServerConfiguration: Sendable {
     /// Longest a graceful shutdown waits for requests and connections to finish; after it, the
     /// rest are closed and the process exits.
     public var shutdownGrace: Duration = .seconds(10)
+    /// Longest an HTTP connection may sit without a byte of a request (between requests, or in a
+    /// stalled body) before it is closed.
+    public var idleTimeout: Duration = .seconds(60)
+    /// Longest a new connection may take to send its first request line and headers.
+    public var headerTimeout: Duration = .seconds(10)
+    /// Most connections open at once (HTTP and live together).
+    public var maxConnections = 20_000
+    /// Most connections open at once from one source address (not applied with `--trust-proxy`).
+    public var maxConnectionsPerAddress = 1_000
     /// What a live connection may have waiting to be written before it is closed (1008): a device
     /// that stops reading costs at most this.
     public var liveOutboundBudget = LiveOutboundLimits(bytes: 1 << 20, frames: 1024)
@@ -78,6 +87,10 @@ public struct ServerConfiguration: Sendable {
         case liveFallback = "live-fallback"
         case livePingInterval = "live-ping-interval"
         case shutdownGrace = "shutdown-grace"
+        case idleTimeout = "idle-timeout"
+        case headerTimeout = "header-timeout"
+        case maxConnections = "max-connections"
+        case maxConnectionsPerAddress = "max-connections-per-address"
         case rateLimit = "rate-limit"
         case rateLimitBurst = "rate-limit-burst"
 
@@ -151,6 +164,12 @@ public struct ServerConfiguration: Sendable {
         if let text = value(.liveFallback) { liveFallback = try Self.duration(text, key: .liveFallback, within: 0.05...30) }
         if let text = value(.livePingInterval) { livePingInterval = try Self.duration(text, key: .livePingInterval, within: 1...300) }
         if let text = value(.shutdownGrace) { shutdownGrace = try Self.duration(text, key: .shutdownGrace, within: 0...300) }
+        if let text = value(.idleTimeout) { idleTimeout = try Self.duration(text, key: .idleTimeout, within: 1...3600) }
+        if let text = value(.headerTimeout) { headerTimeout = try Self.duration(text, key: .headerTimeout, within: 1...300) }
+        if let text = value(.maxConnections) { maxConnections = try Self.integer(text, key: .maxConnections, within: 1...1_000_000) }
+        if let text = value(.maxConnectionsPerAddress) {
+            maxConnectionsPerAddress = try Self.integer(text, key: .maxConnectionsPerAddress, within: 1...1_000_000)
+        }
         if let text = value(.rateLimit) {
             guard let rate = Double(text), rate >= 0 else { throw ConfigurationError(key: .rateLimit, "must be a number ≥ 0, got '\(text)'.") }
             rateLimit = rate
@@ -164,6 +183,13 @@ public struct ServerConfiguration: Sendable {
     }
 
     /// Parses `90`, `90s`, `15m`, `12h` or `7d` into a duration within `range` seconds.
+    static func integer(_ text: String, key: Key, within range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
+            throw ConfigurationError(key: key, "must be a whole number from \(range.lowerBound) to \(range.upperBound), got '\(text)'.")
+        }
+        return value
+    }
+
     static func duration(_ text: String, key: Key, within range: ClosedRange<Double>) throws(ConfigurationError) -> Duration {
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
         var number = text

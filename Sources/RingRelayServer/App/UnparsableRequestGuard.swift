@@ -4,6 +4,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
+import Synchronization
 
 /// Answers `400 invalid_request` and closes a connection whose first request the HTTP/1 parser
 /// refused (a raw non-UTF-8 byte in the request line, say).
@@ -19,9 +20,28 @@ final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandl
 
     static let body = #"{"error":{"code":"invalid_request","message":"The request could not be parsed as HTTP/1.1."}}"#
 
+    /// How long the first request's line and headers may take to arrive.
+    private let headerTimeout: TimeAmount
     private var answered = false
+    private var timeout: Scheduled<Void>?
+
+    init(headerTimeout: TimeAmount) {
+        self.headerTimeout = headerTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        // A socket that sends nothing, or half a request line, is closed (later requests are
+        // bounded by the idle timeout of Hummingbird's connection handler).
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        timeout = context.eventLoop.scheduleTask(in: headerTimeout) { loopBound.value.close(promise: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timeout?.cancel()
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        timeout?.cancel()
         context.fireChannelRead(data)
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
@@ -45,12 +65,23 @@ final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandl
 /// and every connection's first request guarded by ``UnparsableRequestGuard``.
 struct GuardedHTTP1WebSocketChannel: ServerChildChannel {
     let inner: HTTP1WebSocketUpgradeChannel
+    let connections: ConnectionLimiter
+    let headerTimeout: TimeAmount
+
+    /// A connection over the caps is closed before anything is read from it.
+    struct OverCapacity: Error {}
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<HTTP1WebSocketUpgradeChannel.Value> {
-        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+        guard let admitted = connections.admit(channel.remoteAddress) else {
+            channel.close(promise: nil)
+            return channel.eventLoop.makeFailedFuture(OverCapacity())
+        }
+        channel.closeFuture.whenComplete { _ in connections.release(admitted) }
+        let headerTimeout = headerTimeout
+        return inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let parser = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
-            try pipeline.addHandler(UnparsableRequestGuard(), position: .after(parser))
+            try pipeline.addHandler(UnparsableRequestGuard(headerTimeout: headerTimeout), position: .after(parser))
             return value
         }
     }
@@ -63,15 +94,67 @@ struct GuardedHTTP1WebSocketChannel: ServerChildChannel {
 extension HTTPServerBuilder {
     /// HTTP/1.1 with the WebSocket upgrade answered by `router`, unparsable first requests answered 400.
     static func guardedHTTP1WebSocketUpgrade<Context: WebSocketRequestContext>(
-        router: Router<Context>, configuration: HTTP1WebSocketUpgradeChannel.Configuration
+        router: Router<Context>, configuration: HTTP1WebSocketUpgradeChannel.Configuration, connections: ConnectionLimiter,
+        headerTimeout: Duration
     ) -> HTTPServerBuilder {
         let webSocketResponder = router.buildResponder()
         return .init { responder in
             GuardedHTTP1WebSocketChannel(
-                inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: configuration))
+                inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: configuration),
+                connections: connections, headerTimeout: TimeAmount(headerTimeout))
         }
     }
 }
 
 @available(*, unavailable)
 extension UnparsableRequestGuard: Sendable {}
+
+/// Caps concurrent connections, in all and per source address.
+///
+/// Behind a proxy (`--trust-proxy`) every connection comes from the proxy, so only the global
+/// cap applies; the proxy is the place for per-client limits then.
+final class ConnectionLimiter: Sendable {
+    /// What an admitted connection gives back when it closes.
+    struct Admission: Sendable {
+        var address: String?
+    }
+
+    private let maximum: Int
+    private let maximumPerAddress: Int?
+    private let counts = Mutex<(total: Int, byAddress: [String: Int])>((0, [:]))
+
+    /// - Parameters:
+    ///   - maximumPerAddress: `nil` for no per-address cap.
+    init(maximum: Int, maximumPerAddress: Int?) {
+        self.maximum = maximum
+        self.maximumPerAddress = maximumPerAddress
+    }
+
+    /// Counts a new connection, or returns `nil` when a cap is reached.
+    func admit(_ remote: SocketAddress?) -> Admission? {
+        let address = maximumPerAddress == nil ? nil : remote?.ipAddress
+        return counts.withLock { counts in
+            guard counts.total < maximum else { return nil }
+            if let address, let cap = maximumPerAddress {
+                guard counts.byAddress[address, default: 0] < cap else { return nil }
+                counts.byAddress[address, default: 0] += 1
+            }
+            counts.total += 1
+            return Admission(address: address)
+        }
+    }
+
+    /// A connection admitted before has closed.
+    func release(_ admission: Admission) {
+        counts.withLock { counts in
+            counts.total -= 1
+            if let address = admission.address {
+                let left = counts.byAddress[address, default: 1] - 1
+                counts.byAddress[address] = left > 0 ? left : nil
+            }
+        }
+    }
+
+    /// Connections open now.
+    var count: Int { counts.withLock { $0.total } }
+}
