@@ -23,6 +23,8 @@ struct BenchServer {
         let serve =
             [
                 "serve", "--port", "0", "--data-dir", dataDirectory, "--admin-token", adminToken, "--log-level", "warning", "--rate-limit", "0",
+                // The load comes from one address, in numbers no real client reaches.
+                "--max-connections", "1000000", "--max-connections-per-address", "1000000",
             ] + arguments
         // RINGRELAY_BENCH_WRAPPER="valgrind --tool=callgrind" runs the server under that command,
         // to count its instructions (see docs/BENCHMARKS.md).

@@ -73,7 +73,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Most connections open at once, HTTP and live together. [env: RINGRELAY_MAX_CONNECTIONS] (default: 20000)")
     var maxConnections: String?
 
-    @Option(help: "Most connections open at once from one address; not applied with --trust-proxy. [env: RINGRELAY_MAX_CONNECTIONS_PER_ADDRESS] (default: 1000)")
+    @Option(help: "Most connections open at once from one address; not applied with --trust-proxy. [env: RINGRELAY_MAX_CONNECTIONS_PER_ADDRESS] (default: 5000)")
     var maxConnectionsPerAddress: String?
 
     @Option(help: "How long call records are kept, e.g. 7d. [env: RINGRELAY_CALL_RETENTION] (default: 7d)")

@@ -57,7 +57,7 @@ public struct ServerConfiguration: Sendable {
     /// Most connections open at once (HTTP and live together).
     public var maxConnections = 20_000
     /// Most connections open at once from one source address (not applied with `--trust-proxy`).
-    public var maxConnectionsPerAddress = 1_000
+    public var maxConnectionsPerAddress = 5_000
     /// What a live connection may have waiting to be written before it is closed (1008): a device
     /// that stops reading costs at most this.
     public var liveOutboundBudget = LiveOutboundLimits(bytes: 1 << 20, frames: 1024)
