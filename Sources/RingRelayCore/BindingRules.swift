@@ -2,31 +2,40 @@ import Foundation
 
 /// The validation rules for binding input, shared by the API and the batch endpoint.
 public enum BindingRules {
-    /// Largest identity, in characters.
+    /// Largest identity, in UTF-8 bytes (a character can carry kilobytes of combining marks).
     public static let maxIdentityLength = 256
     /// APNs tokens decode to 32–200 bytes (Apple says tokens are variable length; today 32).
     public static let apnsTokenBytes = 32...200
     /// Longest FCM registration token accepted.
     public static let maxFCMTokenLength = 4096
-    /// Longest device id.
+    /// Longest device id, in UTF-8 bytes.
     public static let maxDeviceIDLength = 256
 
-    /// Checks an identity: 1–256 characters, no control characters.
+    /// Checks an identity: 1–256 UTF-8 bytes, no control, format (bidi overrides, zero-width
+    /// characters) or line-separator characters, which could make log lines and UIs lie.
     public static func validateIdentity(_ identity: String, field: String = "identity") throws(RingRelayError) {
-        guard (1...maxIdentityLength).contains(identity.count) else {
-            throw .invalidField(field, "must be 1–\(maxIdentityLength) characters long.")
+        guard (1...maxIdentityLength).contains(identity.utf8.count) else {
+            throw .invalidField(field, "must be 1–\(maxIdentityLength) bytes long as UTF-8.")
         }
-        guard !identity.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-            throw .invalidField(field, "must not contain control characters.")
+        guard isPrintable(identity) else {
+            throw .invalidField(field, "must not contain control, format (bidi, zero-width) or line-separator characters.")
         }
     }
 
-    /// Checks a device id: 1–256 printable characters.
+    /// Checks a device id: 1–256 UTF-8 bytes of printable characters (as identities).
     public static func validateDeviceID(_ deviceID: String) throws(RingRelayError) {
-        guard (1...maxDeviceIDLength).contains(deviceID.count),
-            !deviceID.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
-        else {
-            throw .invalidField("deviceId", "must be 1–\(maxDeviceIDLength) printable characters.")
+        guard (1...maxDeviceIDLength).contains(deviceID.utf8.count), isPrintable(deviceID) else {
+            throw .invalidField("deviceId", "must be 1–\(maxDeviceIDLength) bytes of printable characters.")
+        }
+    }
+
+    /// No control (Cc), format (Cf: bidi controls, zero-width joiners) or separator (Zl, Zp) characters.
+    static func isPrintable(_ text: String) -> Bool {
+        !text.unicodeScalars.contains { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator: true
+            default: false
+            }
         }
     }
 

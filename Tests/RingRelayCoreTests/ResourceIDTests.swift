@@ -44,6 +44,24 @@ import Testing
         #expect(throws: Never.self) { try BindingRules.validateIdentity("bob smith ☎") }
     }
 
+    /// Limits count UTF-8 bytes, not characters: one character can carry kilobytes of combining
+    /// marks. Bidi overrides, zero-width characters and line separators are refused (they make a
+    /// log line or a call screen say something else than what is stored).
+    @Test func identitiesAndDeviceIDsAreBoundedInBytesAndPrintable() {
+        let zalgo = "a" + String(repeating: "\u{0301}", count: 2_000)  // one character, 4 KB
+        #expect(zalgo.count == 1)
+        #expect(throws: RingRelayError.self) { try BindingRules.validateIdentity(zalgo) }
+        #expect(throws: RingRelayError.self) { try BindingRules.validateDeviceID(zalgo) }
+        #expect(throws: Never.self) { try BindingRules.validateIdentity(String(repeating: "é", count: 128)) }  // 256 bytes
+        #expect(throws: RingRelayError.self) { try BindingRules.validateIdentity(String(repeating: "é", count: 129)) }
+        for sneaky in ["admin\u{202E}nimda", "bob\u{200B}", "bob\u{2028}alice", "\u{2066}bob\u{2069}", "bob\u{FEFF}"] {
+            #expect(throws: RingRelayError.self, "\(sneaky.unicodeScalars.map { String($0.value, radix: 16) })") {
+                try BindingRules.validateIdentity(sneaky)
+            }
+            #expect(throws: RingRelayError.self) { try BindingRules.validateDeviceID(sneaky) }
+        }
+    }
+
     @Test func publicKeysMustBeUncompressedP256Points() {
         let point = Data([0x04] + Array(repeating: 7, count: 64)).base64EncodedString()
         #expect(throws: Never.self) { try BindingRules.validatePublicKey(point) }
