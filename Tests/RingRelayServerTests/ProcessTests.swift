@@ -244,6 +244,24 @@ import Testing
         #expect(try await capped.waitForExit() == 0)
     }
 
+    /// The database and its WAL are the server's alone (0600), and a data directory others can
+    /// read is reported (issue 16 item 12).
+    @Test func dataFilesAreNotReadableByOthers() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        try FileManager.default.createDirectory(atPath: directory.appending("data"), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let server = try ServerProcess(["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken], directory: directory.path)
+        let url = try await server.waitUntilListening()
+        #expect(try await Self.request(.POST, url + "/v1/accounts", token: adminToken, body: #"{"name":"modes"}"#).0 == 201)
+        for file in ["ringrelay.sqlite", "ringrelay.sqlite-wal", "ringrelay.sqlite-shm"] {
+            let mode = try FileManager.default.attributesOfItem(atPath: directory.appending("data/\(file)"))[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(file) is \(String(mode ?? 0, radix: 8))")
+        }
+        #expect(server.stderr.contains("the data directory can be read by other users"))
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+    }
+
     @Test func adminVerbsTalkToARunningServer() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

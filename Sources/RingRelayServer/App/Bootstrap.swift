@@ -34,7 +34,20 @@ public struct Bootstrap: Sendable {
                 .unavailable, code: .dataDirUnusable, "Cannot create the data directory \(directory.path); pass --data-dir with a writable path.",
                 underlying: error)
         }
-        let store = try await SQLiteStore.open(path: directory.appendingPathComponent(databaseFile).path, logger: logger)
+        // Everything the server creates is its own only: the database holds credentials and keys.
+        // (umask is per process; `serve` creates no file anyone else should read.)
+        umask(0o077)
+        if let mode = (try? files.attributesOfItem(atPath: directory.path))?[.posixPermissions] as? Int, mode & 0o077 != 0 {
+            logger.warning(
+                "the data directory can be read by other users; chmod 700 it",
+                metadata: ["data.dir": .string(directory.path), "data.dir.mode": .string(String(mode, radix: 8))])
+        }
+        let database = directory.appendingPathComponent(databaseFile).path
+        let store = try await SQLiteStore.open(path: database, logger: logger)
+        // Files an older version created 0644 (or a copy restored with a loose mode) are tightened.
+        for file in [database, database + "-wal", database + "-shm"] where files.fileExists(atPath: file) {
+            try? files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        }
 
         var generated: String?
         let adminToken: String
