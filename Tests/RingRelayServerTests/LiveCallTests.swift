@@ -149,6 +149,23 @@ import Testing
         }
     }
 
+    /// Every delivery that ends leaves the executor's count (issue 16 item 17: the old engine kept
+    /// an entry for each delivery that finished before it was inserted, 632 after 150 calls).
+    @Test func deliveriesInFlightReturnToZero() async throws {
+        try await Self.withWorld(configure: { $0.liveFallback = .seconds(10) }) { world in
+            let bob1 = try await world.connect(world.bob1)
+            for _ in 0..<150 { _ = try await world.call() }
+            for _ in 0..<150 { _ = try await bob1.nextEvent() }
+            let client = world.client
+            let settled = await eventually(timeout: .seconds(10)) {
+                guard let metrics = try? await client.send(.get, "/metrics").body else { return false }
+                let line = String(buffer: metrics).split(separator: "\n").first { $0.hasPrefix("ringrelay_deliveries_in_flight ") }
+                return line.flatMap { Double($0.split(separator: " ").last ?? "") } == 0
+            }
+            #expect(settled, "deliveries in flight did not return to 0 after every ring was acked")
+        }
+    }
+
     @Test func twoAcceptsAtOnceHaveOneWinner() async throws {
         try await Self.withWorld { world in
             let bob1 = try await world.connect(world.bob1)

@@ -46,7 +46,7 @@ struct AppServices: Sendable {
             pusher.apns.client,
             pusher.fcm.client,
             CallPruner(store: store, retention: configuration.callRetention, clock: clock, logger: logger),
-            RingTimeoutSweeper(calls: calls, hub: hub, metrics: metrics, logger: logger),
+            RingTimeoutSweeper(calls: calls, hub: hub, executor: executor, metrics: metrics, logger: logger),
             RingDrainService(executor: executor, logger: logger),
         ]
     }

@@ -76,6 +76,11 @@ struct ServerMetrics: Sendable {
         Gauge(label: "ringrelay_live_connections", factory: factory).record(count)
     }
 
+    /// Deliveries the ring executor is still running (a push retrying, a live ring awaiting its ack).
+    func recordDeliveriesInFlight(_ count: Int) {
+        Gauge(label: "ringrelay_deliveries_in_flight", factory: factory).record(count)
+    }
+
     /// Sets the bindings gauge from fresh counts; cells with no bindings read 0.
     func recordBindingCounts(_ counts: [BindingCount]) {
         for type in BindingType.allCases {

@@ -2,13 +2,15 @@ import Foundation
 import Logging
 import ServiceLifecycle
 
-/// Ends rings whose time is up (`call.missed` / `call.ended` `unanswered`) and tidies the live hub.
+/// Ends rings whose time is up (`call.missed` / `call.ended` `unanswered`), tidies the live hub and
+/// reports the live connections and the deliveries in flight.
 ///
 /// It reads the store rather than keeping timers, so rings survive a restart and several
 /// instances sharing a database agree: the conditional update lets exactly one of them end a call.
 struct RingTimeoutSweeper: Service {
     let calls: CallService
     let hub: LiveHub
+    let executor: RingExecutor
     let metrics: ServerMetrics
     let logger: Logger
     /// Time between sweeps: how late a missed call can be reported.
@@ -29,6 +31,7 @@ struct RingTimeoutSweeper: Service {
                 sweeps += 1
                 if sweeps % 40 == 0 { hub.prune() }
                 metrics.recordLiveConnections(hub.connectionCount)
+                metrics.recordDeliveriesInFlight(executor.inFlightCount)
                 try await Task.sleep(for: interval)
             }
         }
