@@ -212,7 +212,9 @@ struct FCMClientTests {
     }
 
     @Test func retryAfterIsHonouredWhileTheRingLasts() async throws {
-        let harness = try await Self.harness()
+        // Sleeps are counted: a generous timeout, so a starved test process never times out an
+        // attempt and backs off before the Retry-After it is here to see.
+        let harness = try await Self.harness(timeout: .seconds(30))
         harness.simulator.setBehaviour(.error(.quotaExceeded, retryAfter: 3), forRegistrationToken: Self.token(8), times: 1)
         let outcome = try await harness.push(Self.token(8))
         #expect(outcome.disposition == .delivered)

@@ -103,7 +103,8 @@ final class RawWebSocket: @unchecked Sendable {
             "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
         _ = Array(request.utf8).withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var wait = timeval(tv_sec: 5, tv_usec: 0)
+        // A loaded 2-core machine can take seconds to answer an upgrade.
+        var wait = timeval(tv_sec: 20, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         // Read the handshake answer only, byte by byte up to its blank line (the `ready` frame stays unread).
         var answer: [UInt8] = []

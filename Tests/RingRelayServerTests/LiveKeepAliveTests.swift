@@ -13,9 +13,11 @@ import Testing
 @Suite struct LiveKeepAliveTests {
     /// A live server pinging after 2 s of quiet (long enough that an answering device's pongs are
     /// never late on a loaded machine), its port, and an account's API key.
-    private func withLiveServer(_ body: @Sendable (any TestClientProtocol, Int, String) async throws -> Void) async throws {
+    private func withLiveServer(
+        pingInterval: Duration = .seconds(2), _ body: @Sendable (any TestClientProtocol, Int, String) async throws -> Void
+    ) async throws {
         var server = try await TestServer.make(start: Date())
-        server.configuration.livePingInterval = .seconds(2)
+        server.configuration.livePingInterval = pingInterval
         let configured = server
         try await configured.withClient(.live) { client in
             let port = try #require(client.port)
@@ -62,15 +64,17 @@ import Testing
     }
 
     @Test func aTalkingDeviceIsNeverPinged() async throws {
-        try await withLiveServer { client, port, key in
+        // A 4 s interval: a starved test process (or server loop) must not open a 2 s gap between
+        // frames the server sees, which would rightly earn a ping.
+        try await withLiveServer(pingInterval: .seconds(4)) { client, port, key in
             let token = try await client.accessToken(identity: "bob", deviceID: "chatty", key: key)
             // It never answers pings, but sends an application ping every 300 ms, well inside the interval.
             let (chatty, received) = try await RawConnection.open(port: port, token: token)
-            for _ in 0..<16 {
+            for _ in 0..<30 {
                 try await chatty.writeAndFlush(RawConnection.maskedText(#"{"type":"ping"}"#)).get()
                 try await Task.sleep(for: .milliseconds(300))
             }
-            // 4.8 s is past the two intervals that drop a quiet device.
+            // 9 s is past the two intervals that drop a quiet device.
             #expect(chatty.isActive, "the server dropped a device that was talking")
             let bytes = received.bytes
             #expect(!bytes.contains(0x89), "a device that talks was pinged")

@@ -11,7 +11,7 @@ enum RawSocket {
 
     /// Connects to 127.0.0.1:`port`, sends `requests` one after another (waiting `pause` between
     /// them) and reads until the server closes or `timeout` passes without a byte.
-    static func exchange(port: Int, _ requests: [[UInt8]], pause: Duration = .milliseconds(200), timeout: Duration = .seconds(5)) async throws
+    static func exchange(port: Int, _ requests: [[UInt8]], pause: Duration = .milliseconds(200), timeout: Duration = .seconds(15)) async throws
         -> Answer
     {
         try await withCheckedThrowingContinuation { continuation in
