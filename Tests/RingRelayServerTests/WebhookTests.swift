@@ -57,6 +57,15 @@ import Testing
         #"{"twi_account_sid":"\#(twilioSID)","twi_bridge_token":"eyJraXRva2Vu","twi_call_sid":"CA0001","twi_from":"client:alice","twi_message_id":"\#(messageID)","twi_message_type":"twilio.voice.call","twi_to":"\#(to)"}"#
     }
 
+    /// The pushes the simulator has received, once there are at least `count` (or after 20 s): a
+    /// webhook answers after --webhook-wait, and on a loaded machine a first push on a new
+    /// connection can take longer than that.
+    static func received(_ simulator: APNsSimulator, atLeast count: Int) async -> [APNsSimulator.ReceivedPush] {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while simulator.received.count < count, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        return simulator.received
+    }
+
     /// Uploads Twilio and Webex credentials and returns the account id.
     static func configureProviders(_ client: any TestClientProtocol, key: String, admin: String) async throws -> String {
         #expect(
@@ -100,7 +109,7 @@ import Testing
             #expect(waited < .milliseconds(6500), "the webhook waited \(waited) for a device that answers after 7 s")
 
             // The exact bytes Twilio sent, with only an empty aps added.
-            let pushed = try #require(simulator.received.first { $0.deviceToken == apnsToken(seed: 1) })
+            let pushed = try #require(await Self.received(simulator, atLeast: 1).first { $0.deviceToken == apnsToken(seed: 1) })
             #expect(String(decoding: pushed.payload, as: UTF8.self) == #"{"aps":{},"# + body.dropFirst())
             #expect(pushed.headers["apns-push-type"] == "voip")
             #expect(pushed.headers["apns-expiration"] == "0")
@@ -139,10 +148,10 @@ import Testing
             let second = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBreplay"))
             #expect(second.status == .ok)
             #expect(try second.decode(WebhookRingResponse.self).callId == first.callId)
-            #expect(simulator.received.count == 1)
+            #expect(await Self.received(simulator, atLeast: 1).count == 1)
             let third = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBother")).decode(WebhookRingResponse.self)
             #expect(third.callId != first.callId)
-            #expect(simulator.received.count == 2)
+            #expect(await Self.received(simulator, atLeast: 2).count == 2)
 
             // An unknown identity answers 404, and so does its replay.
             for _ in 0..<2 {
@@ -199,7 +208,7 @@ import Testing
             _ = try await Self.configureProviders(client, key: key, admin: server.adminToken)
             let rang = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBc3")).decode(WebhookRingResponse.self)
             #expect(rang.deliveries.first?.reason == "apns_not_configured")
-            #expect(simulator.received.count == 1)
+            #expect(await Self.received(simulator, atLeast: 1).count == 1)
         }
     }
 
@@ -217,7 +226,7 @@ import Testing
             headers[HTTPField.Name("X-Twilio-Signature")!] = Self.twilioSignature(url: "https://\(Self.publicHost):443\(path)")
             let response = try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(bytes: bytes))
             #expect(response.status == .ok, "\(String(buffer: response.body))")
-            #expect(simulator.received.count == 1)
+            #expect(await Self.received(simulator, atLeast: 1).count == 1)
         }
     }
 
@@ -252,7 +261,7 @@ import Testing
                 #"{"id":"Y2lzY29zcGFyazovL3VzL1dFQkhPT0sv","name":"Firehose","resource":"telephony_push","event":"updated","actorId":"\#(person)","data":{"apnsPayload":\#(apnsPayload),"fcmPayload":{"k":"v"}}}"#.utf8)
             let response = try await Self.postWebex(client, accountID: accountID, body: body)
             #expect(response.status == .ok, "\(String(buffer: response.body))")
-            let pushed = try #require(simulator.received.first)
+            let pushed = try #require(await Self.received(simulator, atLeast: 1).first)
             #expect(String(decoding: pushed.payload, as: UTF8.self) == #"{"aps":{}, "pushid" : "p-1",  "caller":{"name":"Ann \u00e9"} }"#)
 
             // The same delivery again rings once.
