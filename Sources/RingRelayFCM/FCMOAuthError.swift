@@ -31,10 +31,17 @@ public struct FCMOAuthError: Error, Sendable, Hashable, CustomStringConvertible 
 
     /// The reason for a token endpoint `error` code: `invalid_grant` → `OAuthInvalidGrant`.
     public static func reason(forOAuthError error: String) -> String {
-        let words = error.split(whereSeparator: { !$0.isLetter && !$0.isNumber })
-        let name = words.map { $0.prefix(1).uppercased() + $0.dropFirst().lowercased() }.joined()
-        return "OAuth" + (name.isEmpty ? "Error" : name)
+        knownOAuthErrors[error] ?? "OAuthError"
     }
+
+    /// The error codes of RFC 6749 §5.2 and Google's token endpoint, as reasons. Anything else is
+    /// `OAuthError`: the endpoint's text never becomes a reason, so it never reaches an API answer.
+    static let knownOAuthErrors: [String: String] = [
+        "invalid_request": "OAuthInvalidRequest", "invalid_client": "OAuthInvalidClient", "invalid_grant": "OAuthInvalidGrant",
+        "unauthorized_client": "OAuthUnauthorizedClient", "unsupported_grant_type": "OAuthUnsupportedGrantType",
+        "invalid_scope": "OAuthInvalidScope", "access_denied": "OAuthAccessDenied", "temporarily_unavailable": "OAuthTemporarilyUnavailable",
+        "server_error": "OAuthServerError",
+    ]
 
     public var description: String {
         "\(reason): \(detail)"

@@ -53,10 +53,13 @@ enum FCMOAuthExchange {
         let transient = status == 429 || status >= 500
         let error: FCMOAuthError
         if let code = object?["error"] as? String, !code.isEmpty {
-            let description = (object?["error_description"] as? String) ?? code
+            // Our words, not the endpoint's: what it wrote would reach API answers verbatim.
+            let reason = FCMOAuthError.reason(forOAuthError: code)
             error = FCMOAuthError(
-                reason: FCMOAuthError.reason(forOAuthError: code), disposition: transient ? .retry : .fixConfiguration, status: status,
-                detail: description)
+                reason: reason, disposition: transient ? .retry : .fixConfiguration, status: status,
+                detail: "the token endpoint refused the service account (\(reason), HTTP \(status))")
+            logger.debug(
+                "FCM token endpoint's own words", metadata: ["fcm.oauth.description": .string(String(((object?["error_description"] as? String) ?? code).prefix(200)))])
         } else if transient {
             error = FCMOAuthError(reason: "OAuthUnavailable", disposition: .retry, status: status, detail: "the token endpoint answered \(status)")
         } else {

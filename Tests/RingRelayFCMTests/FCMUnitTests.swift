@@ -208,6 +208,8 @@ import _CryptoExtras
         #expect(FCMOAuthError.reason(forOAuthError: "invalid_scope") == "OAuthInvalidScope")
         #expect(FCMOAuthError.reason(forOAuthError: "unauthorized_client") == "OAuthUnauthorizedClient")
         #expect(FCMOAuthError.reason(forOAuthError: "--") == "OAuthError")
+        // The endpoint's own text never becomes a reason (it reaches API answers).
+        #expect(FCMOAuthError.reason(forOAuthError: "root:x:0:0:root:/root:/bin/bash") == "OAuthError")
     }
 
     @Test func retryAfterIsReadAsSecondsOrAnHTTPDate() {

@@ -112,6 +112,27 @@ import Testing
         }
     }
 
+    /// A service account's token_uri can only name Google's OAuth host (or the operator's
+    /// --fcm-endpoint host): anything else would make the server fetch it (issue 16 item 9).
+    @Test func fcmTokenURIsArePinnedToGoogle() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            var account = try TestCredentials.serviceAccount()
+            for uri in [
+                "http://169.254.169.254/latest/meta-data", "http://oauth2.googleapis.com/token", "https://127.0.0.1:22/token",
+                "https://internal.example/token", "https://oauth2.googleapis.com.evil.example/token", "https://user:pw@oauth2.googleapis.com/token",
+            ] {
+                account["token_uri"] = uri
+                let response = try await client.send(.put, "/v1/credentials/fcm", token: key, json: try json(["serviceAccount": account]))
+                #expect(response.status == .unprocessableContent, "\(uri)")
+                #expect(response.errorCode == "invalid_field")
+            }
+            account["token_uri"] = "https://oauth2.googleapis.com/token"
+            #expect(try await client.send(.put, "/v1/credentials/fcm", token: key, json: try json(["serviceAccount": account])).status == .ok)
+        }
+    }
+
     @Test func fcmTwilioWebexRoundTripAndDelete() async throws {
         let server = try await TestServer.make()
         try await server.withClient { client in

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RingRelayCore
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
@@ -12,6 +13,20 @@ import Testing
 /// `POST /v1/bindings/{id}/test` through the real APNs client to the simulator.
 @Suite struct TestPushTests {
     static let bundleID = "com.example.app"
+
+    /// Test pushes have a budget of their own: a burst of 10, then 429 with Retry-After.
+    @Test func testPushesAreRateLimitedPerAccount() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            let path = "/v1/bindings/\(ResourceID.make(ResourceID.binding))/test"
+            for _ in 0..<10 { #expect(try await client.send(.post, path, token: key).status == .notFound) }
+            let limited = try await client.send(.post, path, token: key)
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.errorCode == "rate_limited")
+            #expect(limited.headers[.retryAfter] != nil)
+        }
+    }
 
     @Test func testPushIsDeliveredAndReportsWhatAPNsSaid() async throws {
         try await TestServer.withPushServer { _, simulator, client, key in

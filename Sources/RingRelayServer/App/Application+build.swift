@@ -113,14 +113,23 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     AccountsController(
         store: services.store, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes
     ).register(on: router)
+    // Google's OAuth hosts, and the FCM endpoint's when the operator chose one (the simulator).
+    var fcmTokenHosts = CredentialValidator.googleTokenHosts
+    if configuration.fcm.endpoint != FCMConfiguration().endpoint, let host = URL(string: configuration.fcm.endpoint)?.host?.lowercased() {
+        fcmTokenHosts.insert(host)
+    }
     CredentialsController(
-        store: services.store, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes
+        store: services.store, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes,
+        fcmTokenHosts: fcmTokenHosts
     ).register(on: router)
     AccessTokensController(
         signer: services.signer, clock: services.clock, maxTTL: configuration.maxAccessTokenTTL, maxBodyBytes: maxBodyBytes
     ).register(on: router)
     BindingsController(store: services.store, clock: services.clock, maxBodyBytes: maxBodyBytes).register(on: router)
-    TestPushController(store: services.store, clock: services.clock, pusher: services.pusher).register(on: router)
+    TestPushController(
+        store: services.store, clock: services.clock, pusher: services.pusher,
+        limiter: RateLimiter(rate: TestPushController.perSecond, burst: TestPushController.burst, clock: services.clock)
+    ).register(on: router)
     WebhooksController(
         credentials: services.credentials, ringer: services.ringer, limiter: services.limiter, metrics: services.metrics,
         maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy, rejections: RejectionLog()

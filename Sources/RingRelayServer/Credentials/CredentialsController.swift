@@ -13,13 +13,15 @@ struct CredentialsController {
     let faults: ConfigurationFaults
     /// Largest request body accepted.
     let maxBodyBytes: Int
+    /// Hosts an FCM service account's `token_uri` may name.
+    let fcmTokenHosts: Set<String>
 
     func register(on router: Router<RingRelayRequestContext>) {
         router.put("/v1/credentials/apns") { request, context in
             try await put(request, context) { Credential.apns(try CredentialValidator.apns($0)) }
         }
         router.put("/v1/credentials/fcm") { request, context in
-            try await put(request, context) { Credential.fcm(try CredentialValidator.fcm($0)) }
+            try await put(request, context) { Credential.fcm(try CredentialValidator.fcm($0, tokenHosts: fcmTokenHosts)) }
         }
         router.put("/v1/credentials/twilio") { request, context in
             try await put(request, context) { Credential.twilio(try CredentialValidator.twilio($0)) }

@@ -75,8 +75,17 @@ enum CredentialValidator {
         return APNsCredential(authentication: .token(teamID: teamID, keyID: keyID, privateKeyPEM: privateKeyPEM), topic: topic)
     }
 
+    /// Google's OAuth token hosts: `oauth2.googleapis.com` (today's service accounts) and
+    /// `accounts.google.com` (older ones).
+    static let googleTokenHosts: Set<String> = ["oauth2.googleapis.com", "accounts.google.com"]
+
     /// Validates a Google service account JSON.
-    static func fcm(_ request: FCMCredentialRequest) throws(RingRelayError) -> FCMCredential {
+    ///
+    /// - Parameter tokenHosts: the hosts a `token_uri` may name (https only): Google's, and the
+    ///   host of `--fcm-endpoint` when the operator set one (how the simulator runs). Any other
+    ///   URL would let whoever uploads a service account make the server fetch it (a port scan
+    ///   or a probe of internal services, through a test push).
+    static func fcm(_ request: FCMCredentialRequest, tokenHosts: Set<String> = googleTokenHosts) throws(RingRelayError) -> FCMCredential {
         let account = request.serviceAccount
         func field(_ name: String) throws(RingRelayError) -> String {
             guard let value = account[name] else { throw .missingField("serviceAccount.\(name)") }
@@ -95,8 +104,11 @@ enum CredentialValidator {
         guard email.contains("@") else {
             throw .invalidField("serviceAccount.client_email", "must be the service account's e-mail address.")
         }
-        guard let url = URL(string: tokenURI), url.scheme == "https" || url.scheme == "http", url.host != nil else {
-            throw .invalidField("serviceAccount.token_uri", "must be an https URL such as https://oauth2.googleapis.com/token.")
+        guard let url = URL(string: tokenURI), url.scheme == "https", let host = url.host?.lowercased(), tokenHosts.contains(host),
+            url.user == nil, url.password == nil
+        else {
+            throw .invalidField(
+                "serviceAccount.token_uri", "must be Google's OAuth endpoint, https://oauth2.googleapis.com/token, as in the downloaded file.")
         }
         do {
             _ = try _RSA.Signing.PrivateKey(pemRepresentation: privateKey)

@@ -15,6 +15,12 @@ struct TestPushController {
     /// How long a test push may keep retrying.
     static let deadline: TimeInterval = 15
 
+    /// Test pushes an account may send: a burst of 10, then one every 2 s. They are for checking a
+    /// setup, and each one makes the server reach out (to Apple, Google, or a token endpoint).
+    let limiter: RateLimiter
+    static let perSecond = 0.5
+    static let burst = 10.0
+
     func register(on router: Router<RingRelayRequestContext>) {
         router.post("/v1/bindings/:bindingId/test") { request, context in try await test(request, context) }
     }
@@ -22,6 +28,11 @@ struct TestPushController {
     func test(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<TestPushResult> {
         let scope = try context.requireScope()
         try await request.expectNoBody(maxBytes: 64 * 1024)
+        if let wait = limiter.acquire(scope.accountID) {
+            throw RingRelayError(
+                .rateLimited, code: .rateLimited, "Too many test pushes for this account; retry after \(Int(wait.timeInterval.rounded(.up))) s.",
+                retryAfter: wait)
+        }
         let id = context.parameters.value("bindingId")
         guard let binding = try await store.binding(id: id, accountID: scope.accountID, identity: scope.identity) else {
             throw RingRelayError.notFound("binding", id: id)
