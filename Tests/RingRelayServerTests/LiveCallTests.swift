@@ -152,7 +152,10 @@ import Testing
     /// Every delivery that ends leaves the executor's count (issue 16 item 17: the old engine kept
     /// an entry for each delivery that finished before it was inserted, 632 after 150 calls).
     @Test func deliveriesInFlightReturnToZero() async throws {
-        try await Self.withWorld(configure: { $0.liveFallback = .seconds(10) }) { world in
+        try await Self.withWorld(configure: {
+            $0.liveFallback = .seconds(10)
+            $0.rateLimit = 0  // 150 calls from one device at once
+        }) { world in
             let bob1 = try await world.connect(world.bob1)
             for _ in 0..<150 { _ = try await world.call() }
             for _ in 0..<150 { _ = try await bob1.nextEvent() }

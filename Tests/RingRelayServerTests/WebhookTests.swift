@@ -296,6 +296,28 @@ import Testing
         }
     }
 
+    /// One device calling no one in a loop spends its own budget, never the account's webhooks'
+    /// (issue 16 item 8: 300 such calls made the next signed Twilio webhook answer 429).
+    @Test func aDeviceCallingInALoopCannotBlockTheAccountsWebhooks() async throws {
+        try await TestServer.withPushServer(configure: { $0.rateLimit = 10; $0.rateLimitBurst = 20 }) { server, _, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 10))"}"#, token: key)
+            let mallory = try await client.accessToken(identity: "mallory", deviceID: "m1", key: key)
+            var statuses: [HTTPResponse.Status: Int] = [:]
+            for _ in 0..<300 {
+                statuses[try await client.send(.post, "/v1/calls", token: mallory, json: #"{"to":"nobody"}"#).status, default: 0] += 1
+            }
+            // Her identity's budget is a tenth of the account's: two calls, then 429.
+            #expect(statuses[.notFound] == 2)
+            #expect(statuses[.tooManyRequests] == 298)
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBafter")).status == .ok)
+            // Another device of the account still calls, and so does the account's backend.
+            let alice = try await client.accessToken(identity: "alice", deviceID: "a1", key: key)
+            #expect(try await client.send(.post, "/v1/calls", token: alice, json: #"{"to":"bob"}"#).status == .created)
+            #expect(try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"backend","to":"bob"}"#).status == .created)
+        }
+    }
+
     @Test func callRecordsArePrunedAfterTheRetention() async throws {
         try await TestServer.withPushServer { server, _, client, key in
             let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)

@@ -134,7 +134,15 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
         credentials: services.credentials, ringer: services.ringer, limiter: services.limiter, metrics: services.metrics,
         maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy, rejections: RejectionLog()
     ).register(on: router)
-    CallsController(store: services.store, calls: services.calls, limiter: services.limiter, maxBodyBytes: maxBodyBytes).register(on: router)
+    // Calls have budgets of their own, apart from the provider webhooks' (services.limiter): one
+    // per account for its backend (API key), and a tenth of it per calling identity (device
+    // tokens), so one device cannot spend its account's budget, nor anyone the webhooks'.
+    CallsController(
+        store: services.store, calls: services.calls,
+        accountLimiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: services.clock),
+        identityLimiter: RateLimiter(rate: configuration.rateLimit / 10, burst: max(1, configuration.rateLimitBurst / 10), clock: services.clock),
+        maxBodyBytes: maxBodyBytes
+    ).register(on: router)
     ConnectController(
         hub: services.hub, calls: services.calls, metrics: services.metrics, pingInterval: configuration.livePingInterval,
         outboundBudget: configuration.liveOutboundBudget)

@@ -10,7 +10,10 @@ struct CallsController {
     let store: any DataStore
     let calls: CallService
     /// Per-account rate limit, shared with webhooks.
-    let limiter: RateLimiter
+    /// Calls placed with the account's API key, per account.
+    let accountLimiter: RateLimiter
+    /// Calls placed by a device, per calling identity.
+    let identityLimiter: RateLimiter
     /// Largest request body accepted.
     let maxBodyBytes: Int
 
@@ -28,9 +31,13 @@ struct CallsController {
         let scope = try context.requireScope()
         let bytes = try await request.jsonBody(maxBytes: maxBodyBytes)
         let body = try CreateCallRequest(fastParsing: bytes.readableBytesView) ?? Request.decode(CreateCallRequest.self, from: Data(bytes.readableBytesView))
-        if let wait = limiter.acquire(scope.accountID) {
+        // A device's calls spend its identity's budget only: calling no one, or calling in a loop,
+        // costs the caller, never the account's backend or its provider webhooks.
+        let (limiter, key, who) =
+            scope.identity.map { (identityLimiter, "\(scope.accountID)|\($0)", "this identity") } ?? (accountLimiter, scope.accountID, "this account")
+        if let wait = limiter.acquire(key) {
             throw RingRelayError(
-                .rateLimited, code: .rateLimited, "Too many calls for this account; retry after \(Int(wait.timeInterval.rounded(.up))) s.",
+                .rateLimited, code: .rateLimited, "Too many calls for \(who); retry after \(Int(wait.timeInterval.rounded(.up))) s.",
                 retryAfter: wait)
         }
         let result = try await calls.start(body, scope: scope)
