@@ -84,6 +84,8 @@ public final class SQLiteStore: DataStore {
         } catch {
             try? await checkpointer.close()
             try? await connection.close()
+            // Our own refusals (a newer schema) keep their words.
+            if let refusal = error as? RingRelayError { throw refusal }
             throw RingRelayError(
                 .unavailable, code: .storeUnavailable, "Cannot prepare the SQLite database at \(path).",
                 underlying: error)
@@ -109,6 +111,22 @@ public final class SQLiteStore: DataStore {
         if isClosed.withLock({ $0 }) {
             throw RingRelayError(.unavailable, code: .storeClosed, "The database is closed; the server is shutting down.")
         }
+    }
+
+    /// Writes a consistent copy of the database to `path` (SQLite's `VACUUM INTO`), while the
+    /// server may be writing: a reader in WAL mode sees one committed state. The copy is 0600.
+    public func backup(to path: String) async throws {
+        guard !FileManager.default.fileExists(atPath: path) else {
+            throw RingRelayError(.conflict, code: .invalidField, "\(path) exists; name a new file.")
+        }
+        _ = try await query("VACUUM INTO ?", [.text(path)])
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+    }
+
+    /// Records a schema version as applied, as a newer RingRelay would (tests of the refusal).
+    package func markSchemaVersionForTesting(_ version: Int) async throws {
+        _ = try await query(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from a newer version', 0)", [.integer(version)])
     }
 
     /// The schema version now in the file.
@@ -197,6 +215,14 @@ public final class SQLiteStore: DataStore {
             "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
         )
         let current = try await schemaVersion()
+        // A file a newer RingRelay wrote is never read (it may mean something this one does not
+        // know) nor migrated down.
+        let known = Migration.sqlite.map(\.version).max() ?? 0
+        guard current <= known else {
+            throw RingRelayError(
+                .unavailable, code: .dataDirUnusable,
+                "The database was written by a newer RingRelay (schema \(current); this one knows up to \(known)). Run that version, or restore a backup made by this one.")
+        }
         for migration in Migration.sqlite where migration.version > current {
             try await transaction { connection in
                 for statement in migration.statements {

@@ -11,7 +11,7 @@ import Testing
 /// when it does not ack in time, and provider calls ride the socket with their payload unchanged.
 @Suite struct LiveDeliveryTests {
     @Test func aConnectedDeviceRingsLiveAndItsPushesFollowOnlyWithoutAnAck() async throws {
-        try await TestServer.withPushServer(.live, configure: { $0.liveFallback = .seconds(1) }) { server, simulator, client, key in
+        try await TestServer.withPushServer(.live, configure: { $0.liveFallback = .seconds(3) }) { server, simulator, client, key in
             let port = try #require(client.port)
             // b1 is connected and has a VoIP binding; b3 has only a binding; the last binding names no device.
             let live = try await client.createBinding(
@@ -36,7 +36,7 @@ import Testing
             _ = try await Self.pushes(to: [apnsToken(seed: 13), apnsToken(seed: 14)], at: simulator)
             let fallback = try await Self.pushes(to: [apnsToken(seed: 11)], at: simulator)
             let waited = try #require(fallback.first?.receivedAt).timeIntervalSince(posted)
-            #expect(waited >= 0.95, "the fallback came \(waited) s after the call was posted")
+            #expect(waited >= 2.95, "the fallback came \(waited) s after the call was posted")
 
             // The native VoIP payload.
             let payload = try JSONDecoder.ringRelay.decode(VoIPPayload.self, from: try #require(fallback.first?.payload))
@@ -66,7 +66,8 @@ import Testing
             #expect(secondRing.callId == second.id)
             try await b1.send(.ack(eventId: secondRing.eventId))
             _ = try await Self.pushes(to: [apnsToken(seed: 13), apnsToken(seed: 14)], at: simulator)
-            try await Task.sleep(for: .milliseconds(1500))
+            // Past the 3 s window (a loaded machine gets 3 s for the ack, not 1).
+            try await Task.sleep(for: .milliseconds(3500))
             #expect(!simulator.received.contains { $0.deviceToken == apnsToken(seed: 11) })
             await b1.close()
         }

@@ -262,6 +262,31 @@ import Testing
         #expect(try await server.waitForExit() == 0)
     }
 
+    /// `ringrelay backup` copies a running server's database; the copy serves the same data.
+    @Test func backupCopiesARunningServer() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try ServerProcess(["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken], directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let (_, created) = try await Self.request(.POST, url + "/v1/accounts", token: adminToken, body: #"{"name":"kept"}"#)
+        let account = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: created)
+        let backup = try await ServerProcess.run(["backup", "copy.sqlite", "--data-dir", "data"], directory: directory.path)
+        #expect(backup.status == 0, "\(backup.stderr)")
+        let again = try await ServerProcess.run(["backup", "copy.sqlite", "--data-dir", "data"], directory: directory.path)
+        #expect(again.status != 0, "a backup overwrote an existing file")
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+
+        // Restored as a data directory of its own, the copy has the account.
+        try FileManager.default.createDirectory(atPath: directory.appending("restored"), withIntermediateDirectories: true)
+        try FileManager.default.moveItem(atPath: directory.appending("copy.sqlite"), toPath: directory.appending("restored/ringrelay.sqlite"))
+        let restored = try ServerProcess(["serve", "--port", "0", "--data-dir", "restored", "--admin-token", adminToken], directory: directory.path)
+        let restoredURL = try await restored.waitUntilListening()
+        #expect(try await Self.request(.GET, restoredURL + "/v1/bindings", token: account.apiKey).0 == 200)
+        restored.signal(SIGTERM)
+        #expect(try await restored.waitForExit() == 0)
+    }
+
     @Test func adminVerbsTalkToARunningServer() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

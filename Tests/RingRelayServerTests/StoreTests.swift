@@ -36,6 +36,35 @@ import Testing
         try await second.close()
     }
 
+    /// A file a newer RingRelay wrote is refused with a clear message, never half-read or
+    /// migrated down (issue 16 item 13); a backup is a consistent, private copy.
+    @Test func aNewerSchemaIsRefusedAndBackupsCopyEverything() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.appending("ringrelay.sqlite")
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
+        let store = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
+        try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now))
+        try await store.backup(to: directory.appending("copy.sqlite"))
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.appending("copy.sqlite"))[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        await #expect(throws: RingRelayError.self) { try await store.backup(to: directory.appending("copy.sqlite")) }
+        try await store.close()
+
+        let copy = try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: Logger(label: "test"))
+        #expect(try await copy.listAccounts() == [account])
+        // Pretend a newer version migrated the copy.
+        try await copy.markSchemaVersionForTesting(999)
+        try await copy.close()
+        do {
+            _ = try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: Logger(label: "test"))
+            Issue.record("a database of schema 999 was opened")
+        } catch let error as RingRelayError {
+            #expect(error.message.contains("newer RingRelay"), "\(error.message)")
+        }
+    }
+
     @Test func concurrentRegistrationsOfOneTokenMakeOneBinding() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -1,0 +1,40 @@
+import ArgumentParser
+import Foundation
+import Logging
+import RingRelayServer
+import RingRelayStore
+
+/// `ringrelay backup <file>`: a consistent copy of a server's database, safe while it runs.
+struct BackupCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Copy the database to a new file, safely while `ringrelay serve` runs.",
+        discussion: """
+            Writes one committed state of the data directory's database to FILE (SQLite's VACUUM INTO; the \
+            server keeps serving meanwhile), with mode 0600: it holds credentials and keys. To restore, stop \
+            the server and put the file in place of ringrelay.sqlite (removing ringrelay.sqlite-wal and -shm).
+            """)
+
+    @Argument(help: "The new file to write (it must not exist).") var file: String
+    @Option(help: "The server's data directory. [env: RINGRELAY_DATA_DIR] (default: ./ringrelay-data)") var dataDir: String?
+
+    func run() async throws {
+        let directory = dataDir ?? ProcessInfo.processInfo.environment["RINGRELAY_DATA_DIR"] ?? ServerConfiguration().dataDirectory
+        let database = URL(fileURLWithPath: directory).appendingPathComponent(Bootstrap.databaseFile).path
+        guard FileManager.default.fileExists(atPath: database) else {
+            throw ValidationError("No database at \(database); pass the server's --data-dir.")
+        }
+        var logger = Logger(label: "ringrelay-backup")
+        logger.logLevel = .warning
+        umask(0o077)
+        let store = try await SQLiteStore.open(path: database, logger: logger)
+        do {
+            try await store.backup(to: file)
+        } catch {
+            try? await store.close()
+            throw error
+        }
+        try await store.close()
+        print("Backed up \(database) to \(file).")
+    }
+}
