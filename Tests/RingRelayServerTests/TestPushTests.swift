@@ -91,7 +91,7 @@ import Testing
     }
 
     @Test func rejectedKeyIsReportedInReadinessOnceAndClearedByNewCredentials() async throws {
-        try await TestServer.withPushServer { _, simulator, client, key in
+        try await TestServer.withPushServer { server, simulator, client, key in
             let binding = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 3))"}"#, token: key)
             let stranger = try JSONSerialization.data(withJSONObject: [
                 "teamId": "TEAM123456", "keyId": "UNKNOWN123", "privateKey": TestCredentials.apnsP8(), "topic": Self.bundleID,
@@ -108,6 +108,9 @@ import Testing
             let text = String(buffer: ready.body)
             #expect(text.contains(#""reason":"InvalidProviderToken""#))
             #expect(text.contains(#""channel":"apns""#))
+            // Account ids are for the operator: anonymous callers see the fault, not whose it is.
+            #expect(!text.contains("accountId"))
+            #expect(String(buffer: try await client.send(.get, "/readyz", token: server.adminToken).body).contains(#""accountId":"acc_"#))
             #expect(simulator.received.count == 2)
 
             let key2 = P256.Signing.PrivateKey()

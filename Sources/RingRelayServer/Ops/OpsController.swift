@@ -22,7 +22,8 @@ struct OpsController {
 
     /// One account's rejected credentials.
     struct Fault: Codable, Sendable {
-        var accountId: String
+        /// Shown to the admin token only: anyone can read `/readyz`, and account ids are not theirs.
+        var accountId: String?
         var channel: String
         var reason: String
         var since: Date
@@ -31,12 +32,13 @@ struct OpsController {
     func register(on router: Router<RingRelayRequestContext>) {
         router.get("/healthz") { _, _ in JSONResponse(Readiness(status: "ok", checks: [:], credentialFaults: nil)) }
         router.get("/readyz") { _, context in
+            let isAdmin = context.principal == .admin
             do {
                 try await store.ping()
                 // One tenant's bad key must not take the instance out of the load balancer: faults
                 // are reported here, the status stays 200.
                 let faults = faults.all.map {
-                    Fault(accountId: $0.accountID, channel: $0.channel.rawValue, reason: $0.reason, since: $0.since)
+                    Fault(accountId: isAdmin ? $0.accountID : nil, channel: $0.channel.rawValue, reason: $0.reason, since: $0.since)
                 }
                 let push = faults.isEmpty ? "ok" : "\(faults.count) account credential fault(s)"
                 return JSONResponse(.ok, Readiness(status: "ready", checks: ["store": "ok", "push": push], credentialFaults: faults))
