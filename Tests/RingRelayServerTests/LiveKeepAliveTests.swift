@@ -27,9 +27,9 @@ import Testing
     }
 
     @Test func aSilentConnectionIsDroppedAndALiveOneStays() async throws {
-        // 3 s: the answering device is this test process, which a loaded machine can starve for
-        // a couple of seconds; its pong must still come before the second interval ends.
-        try await withLiveServer(pingInterval: .seconds(3)) { client, port, key in
+        // 5 s: the answering device is this test process, which a loaded machine can starve for
+        // seconds; its pong must still come before the second interval ends.
+        try await withLiveServer(pingInterval: .seconds(5)) { client, port, key in
             let token = try await client.accessToken(identity: "bob", deviceID: "dead", key: key)
             let alive = try await LiveDevice.connect(port: port, token: try await client.accessToken(identity: "bob", deviceID: "alive", key: key))
 
@@ -58,7 +58,9 @@ import Testing
             #expect(bytes.contains(0x89), "no ping frame arrived")
 
             // The answering device outlived several pings and still rings.
-            let call = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob"}"#).decode(CallResource.self)
+            let response = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob"}"#)
+            #expect(response.status == .created, "\(String(buffer: response.body))")
+            let call = try response.decode(CallResource.self)
             #expect(call.deliveries?.compactMap(\.deviceId) == ["alive"])
             #expect(try await alive.nextEvent().callId == call.id)
             await alive.close()
