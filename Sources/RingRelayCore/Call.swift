@@ -234,6 +234,15 @@ public protocol CallStore: Sendable {
     func transitionCall(_ change: CallChange) async throws -> Call?
     /// Ringing calls whose ring time ended before `date`, oldest deadline first.
     func expiredRingingCalls(before date: Date, limit: Int) async throws -> [Call]
-    /// Deletes calls (and their deliveries) created before `date`. Returns how many.
-    func pruneCalls(createdBefore date: Date) async throws -> Int
+    /// Deletes calls (and their deliveries) created before `date`, and of provider calls (which
+    /// carry the provider's notification id, the dedupe of replays) only those created before
+    /// `notificationsCreatedBefore` too. Returns how many.
+    func pruneCalls(createdBefore date: Date, notificationsCreatedBefore: Date) async throws -> Int
+}
+
+extension CallStore {
+    /// Deletes every call created before `date`, provider calls included.
+    public func pruneCalls(createdBefore date: Date) async throws -> Int {
+        try await pruneCalls(createdBefore: date, notificationsCreatedBefore: date)
+    }
 }

@@ -740,10 +740,14 @@ extension SQLiteStore {
         ).map(Self.call)
     }
 
-    public func pruneCalls(createdBefore date: Date) async throws -> Int {
+    public func pruneCalls(createdBefore date: Date, notificationsCreatedBefore notifications: Date) async throws -> Int {
         try await locked { connection in
             // A day's calls can be many rows: deleted on the thread pool.
-            let pruned = try await connection.offloaded { try $0.query("DELETE FROM calls WHERE created_at < ? RETURNING id", [.integer(date.millis)]) }
+            let pruned = try await connection.offloaded {
+                try $0.query(
+                    "DELETE FROM calls WHERE created_at < ? AND (external_id IS NULL OR created_at < ?) RETURNING id",
+                    [.integer(date.millis), .integer(min(date, notifications).millis)])
+            }
             for row in pruned { self.callCache.forget(id: row.string("id")) }
             return pruned.count
         }

@@ -318,6 +318,29 @@ import Testing
         }
     }
 
+    /// A replayed webhook rings once even after its call passed a short retention: provider calls
+    /// are kept a day whatever --call-retention says (issue 16 item 10).
+    @Test func aReplayAfterAShortRetentionStillRingsOnce() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 12))"}"#, token: key)
+            let body = Self.twilioBody(messageID: "WBlate")
+            let first = try await Self.postTwilio(client, accountID: accountID, body: body).decode(WebhookRingResponse.self)
+            #expect(await Self.received(simulator, atLeast: 1).count == 1)
+            let pruner = CallPruner(store: server.store, retention: .seconds(60), clock: server.clock, logger: .init(label: "test"))
+            server.clock.advance(by: 3_600)
+            await pruner.prune()
+            let replay = try await Self.postTwilio(client, accountID: accountID, body: body)
+            #expect(try replay.decode(WebhookRingResponse.self).callId == first.callId)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(simulator.received.count == 1, "the replay rang again")
+            // After a day, the record goes like any other.
+            server.clock.advance(by: 86_400)
+            await pruner.prune()
+            #expect(try await client.send(.get, "/v1/calls/\(first.callId)", token: key).status == .notFound)
+        }
+    }
+
     @Test func callRecordsArePrunedAfterTheRetention() async throws {
         try await TestServer.withPushServer { server, _, client, key in
             let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)

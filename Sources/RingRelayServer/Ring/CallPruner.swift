@@ -9,6 +9,8 @@ struct CallPruner: Service {
     let retention: Duration
     let clock: any WallClock
     let logger: Logger
+    /// How long a provider call's notification id is kept, at least, against replays (24 h).
+    static let notificationRetention: TimeInterval = 86_400
     /// Time between sweeps.
     var interval: Duration = .seconds(300)
 
@@ -24,7 +26,12 @@ struct CallPruner: Service {
     /// One sweep.
     func prune() async {
         do {
-            let pruned = try await store.pruneCalls(createdBefore: clock.now.addingTimeInterval(-retention.timeInterval))
+            // Provider calls stay at least a day whatever the retention: their notification id is
+            // what tells a replayed webhook from a new call.
+            let now = clock.now
+            let pruned = try await store.pruneCalls(
+                createdBefore: now.addingTimeInterval(-retention.timeInterval),
+                notificationsCreatedBefore: now.addingTimeInterval(-max(retention.timeInterval, Self.notificationRetention)))
             if pruned > 0 { logger.info("pruned old calls", metadata: ["calls.pruned": .stringConvertible(pruned)]) }
         } catch {
             logger.warning("could not prune calls", metadata: ["error.cause": .string("\(error)")])
