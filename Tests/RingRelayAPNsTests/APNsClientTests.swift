@@ -187,7 +187,9 @@ import Testing
         harness.simulator.setBehaviour(.stall, forDeviceToken: Self.token(9), times: 1)
         let outcome = try await harness.push(Self.token(9))
         #expect(outcome.disposition == .delivered)
-        #expect(outcome.attempts == 2)
+        // The stalled attempt times out and the next one is answered; on a machine starved by a
+        // build beside the tests, that next one can time out too before the third is answered.
+        #expect((2...3).contains(outcome.attempts), "\(outcome.attempts) attempts")
         harness.simulator.setBehaviour(.stall, forDeviceToken: Self.token(10))
         let timedOut = try await harness.push(Self.token(10))
         #expect(timedOut.reason == "Timeout")
