@@ -67,7 +67,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Longest an HTTP connection may send nothing (between requests, or in a stalled body) before it is closed. [env: RINGRELAY_IDLE_TIMEOUT] (default: 60s)")
     var idleTimeout: String?
 
-    @Option(help: "Longest a new connection may take to send its first request line and headers. [env: RINGRELAY_HEADER_TIMEOUT] (default: 10s)")
+    @Option(help: "Longest a new connection may take to send its first request line and headers. [env: RINGRELAY_HEADER_TIMEOUT] (default: 30s)")
     var headerTimeout: String?
 
     @Option(help: "Most connections open at once, HTTP and live together. [env: RINGRELAY_MAX_CONNECTIONS] (default: 20000)")

@@ -53,7 +53,7 @@ public struct ServerConfiguration: Sendable {
     /// stalled body) before it is closed.
     public var idleTimeout: Duration = .seconds(60)
     /// Longest a new connection may take to send its first request line and headers.
-    public var headerTimeout: Duration = .seconds(10)
+    public var headerTimeout: Duration = .seconds(30)
     /// Most connections open at once (HTTP and live together).
     public var maxConnections = 20_000
     /// Most connections open at once from one source address (not applied with `--trust-proxy`).
