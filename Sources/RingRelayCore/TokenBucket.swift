@@ -41,4 +41,13 @@ public final class RateLimiter: Sendable {
             return .milliseconds(Int64(((1 - bucket.tokens) / rate * 1000).rounded(.up)))
         }
     }
+
+    /// Takes one token for `key`, or throws `429 rate_limited` with `Retry-After`.
+    ///
+    /// - Parameter what: what there were too many of, for the message ("calls for this account").
+    public func take(_ key: String, tooMany what: String) throws(RingRelayError) {
+        guard let wait = acquire(key) else { return }
+        throw RingRelayError(
+            .rateLimited, code: .rateLimited, "Too many \(what); retry after \(Int(wait.timeInterval.rounded(.up))) s.", retryAfter: wait)
+    }
 }

@@ -80,20 +80,7 @@ final class RawWebSocket: @unchecked Sendable {
 
     /// Connects; with a `path`, upgrades to a WebSocket (without one, it only holds a connection).
     init(port: Int, path: String?, receiveBuffer: Int32) throws {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var size = receiveBuffer
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            _ = Glibc.close(descriptor)
-            throw RawSocket.Failure(step: "connect")
-        }
+        let descriptor = try RawSocket.connected(port: port, receiveBuffer: receiveBuffer)
         guard let path else {
             fd = descriptor
             handshake = ""

@@ -23,18 +23,28 @@ enum RawSocket {
 
     struct Failure: Error { var step: String }
 
-    private static func blockingExchange(port: Int, _ requests: [[UInt8]], pause: Duration, timeout: Duration) throws -> Answer {
+    /// A socket connected to 127.0.0.1:`port`; with `receiveBuffer`, that SO_RCVBUF set first.
+    static func connected(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(step: "socket") }
-        defer { close(fd) }
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
+        let status = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw Failure(step: "connect") }
+        guard status == 0 else {
+            close(fd)
+            throw Failure(step: "connect")
+        }
+        return fd
+    }
+
+    private static func blockingExchange(port: Int, _ requests: [[UInt8]], pause: Duration, timeout: Duration) throws -> Answer {
+        let fd = try connected(port: port)
+        defer { close(fd) }
         var wait = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         for (index, request) in requests.enumerated() {

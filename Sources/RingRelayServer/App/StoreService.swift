@@ -2,7 +2,6 @@ import Logging
 import RingRelayCore
 import RingRelayStore
 import ServiceLifecycle
-import Synchronization
 
 /// Keeps the store open for the life of the service group and closes it last.
 ///
@@ -16,31 +15,5 @@ struct StoreService: Service {
         try? await gracefulShutdown()
         try await store.close()
         logger.info("store closed")
-    }
-}
-
-/// Runs actions at the very start of a graceful shutdown.
-///
-/// Listed after the application in the process's service group, so it hears the shutdown first
-/// (a group stops its services last to first): live connections get 1001 (going away) before the
-/// HTTP server's own shutdown closes them with 1000 (normal).
-public final class ShutdownNotice: Service, Sendable {
-    private let actions = Mutex<[@Sendable () -> Void]>([])
-    private let begun = Atomic(false)
-
-    /// Whether the shutdown has begun.
-    var hasBegun: Bool { begun.load(ordering: .relaxed) }
-
-    public init() {}
-
-    /// Adds an action to run when the shutdown begins.
-    func onShutdown(_ action: @escaping @Sendable () -> Void) {
-        actions.withLock { $0.append(action) }
-    }
-
-    public func run() async throws {
-        try? await gracefulShutdown()
-        begun.store(true, ordering: .relaxed)
-        for action in actions.withLock({ $0 }) { action() }
     }
 }

@@ -90,10 +90,9 @@ struct ConnectController {
                 // shutdown does to the connection (the WebSocket library closes with 1000 then);
                 // --shutdown-grace bounds the wait for a device that never answers it.
                 channel.eventLoop.execute {
-                    var data = channel.allocator.buffer(capacity: 2 + reason.utf8.count)
-                    data.writeInteger(code)
-                    data.writeString(reason)
-                    channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .connectionClose, data: data), promise: nil)
+                    channel.writeAndFlush(
+                        WebSocketFrame.close(code: WebSocketErrorCode(codeNumber: Int(code)), reason: reason, allocator: channel.allocator),
+                        promise: nil)
                 }
             })
         let registration = hub.connect(key, lastEventID: lastEventID, sink: sink)

@@ -238,11 +238,20 @@ final class LiveOutboundBudget: ChannelDuplexHandler, RemovableChannelHandler {
     private func closeOverBudget(context: ChannelHandlerContext) {
         guard !closing else { return }
         closing = true
-        var reason = context.channel.allocator.buffer(capacity: 2 + Self.closeReason.utf8.count)
-        reason.write(webSocketErrorCode: .policyViolation)
-        reason.writeString(Self.closeReason)
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: reason)), promise: nil)
+        let frame = WebSocketFrame.close(code: .policyViolation, reason: Self.closeReason, allocator: context.channel.allocator)
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
         context.close(promise: nil)
+    }
+}
+
+extension WebSocketFrame {
+    /// A close frame to write straight to the channel, outside the WebSocket library's close
+    /// handshake (which waits for the device's answer).
+    static func close(code: WebSocketErrorCode, reason: String, allocator: ByteBufferAllocator) -> WebSocketFrame {
+        var data = allocator.buffer(capacity: 2 + reason.utf8.count)
+        data.write(webSocketErrorCode: code)
+        data.writeString(reason)
+        return WebSocketFrame(fin: true, opcode: .connectionClose, data: data)
     }
 }
 

@@ -28,11 +28,7 @@ struct TestPushController {
     func test(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<TestPushResult> {
         let scope = try context.requireScope()
         try await request.expectNoBody(maxBytes: 64 * 1024)
-        if let wait = limiter.acquire(scope.accountID) {
-            throw RingRelayError(
-                .rateLimited, code: .rateLimited, "Too many test pushes for this account; retry after \(Int(wait.timeInterval.rounded(.up))) s.",
-                retryAfter: wait)
-        }
+        try limiter.take(scope.accountID, tooMany: "test pushes for this account")
         let id = context.parameters.value("bindingId")
         guard let binding = try await store.binding(id: id, accountID: scope.accountID, identity: scope.identity) else {
             throw RingRelayError.notFound("binding", id: id)

@@ -35,11 +35,7 @@ struct CallsController {
         // costs the caller, never the account's backend or its provider webhooks.
         let (limiter, key, who) =
             scope.identity.map { (identityLimiter, "\(scope.accountID)|\($0)", "this identity") } ?? (accountLimiter, scope.accountID, "this account")
-        if let wait = limiter.acquire(key) {
-            throw RingRelayError(
-                .rateLimited, code: .rateLimited, "Too many calls for \(who); retry after \(Int(wait.timeInterval.rounded(.up))) s.",
-                retryAfter: wait)
-        }
+        try limiter.take(key, tooMany: "calls for \(who)")
         let result = try await calls.start(body, scope: scope)
         return JSONResponse(.created, CallResource(result.call, deliveries: result.deliveries))
     }

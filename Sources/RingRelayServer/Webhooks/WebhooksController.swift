@@ -180,11 +180,7 @@ struct WebhooksController {
     }
 
     private func rateLimit(_ accountID: String) throws {
-        if let wait = limiter.acquire(accountID) {
-            throw RingRelayError(
-                .rateLimited, code: .rateLimited, "Too many requests for this account; retry after \(Int(wait.timeInterval.rounded(.up))) s.",
-                retryAfter: wait)
-        }
+        try limiter.take(accountID, tooMany: "requests for this account")
     }
 
     private func rawBody(_ request: Request) async throws -> [UInt8] {
