@@ -85,6 +85,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Burst above the rate limit. [env: RINGRELAY_RATE_LIMIT_BURST] (default: 200)")
     var rateLimitBurst: String?
 
+    @Option(help: "How hard each SQLite commit waits for the disk: normal survives a killed process, full a power loss too (one disk flush per commit). [env: RINGRELAY_SQLITE_SYNC] (default: normal)")
+    var sqliteSync: String?
+
+    @Option(help: "Bearer token /metrics requires (at least 16 characters); unset, /metrics is open. Prefer the environment. [env: RINGRELAY_METRICS_TOKEN]")
+    var metricsToken: String?
+
     func run() async throws {
         var flags: [ServerConfiguration.Key: String] = [:]
         flags[.host] = host
@@ -110,6 +116,8 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.rateLimit] = rateLimit
         flags[.rateLimitBurst] = rateLimitBurst
         flags[.fcmEndpoint] = fcmEndpoint
+        flags[.sqliteSync] = sqliteSync
+        flags[.metricsToken] = metricsToken
         let configuration: ServerConfiguration
         do {
             configuration = try ServerConfiguration(reader: try await ServerConfiguration.reader(flags: flags))

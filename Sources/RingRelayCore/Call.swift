@@ -221,8 +221,13 @@ public protocol CallStore: Sendable {
     ///
     /// It does not wait for the database: the store may write records behind, several rings'
     /// worth in one statement. ``deliveries(callID:)`` always sees every record made before it,
-    /// and closing the store writes what is left; only a crash can lose the last few.
+    /// and closing the store writes what is left; only a crash can lose the last few, which is
+    /// why an answer that reports records calls ``flushDeliveries()`` first.
     func recordDeliveries(_ deliveries: [Delivery])
+    /// Returns once every record made before the call is committed: a response that reports
+    /// deliveries waits for this, so what it reported survives a crash. Concurrent callers share
+    /// one write.
+    func flushDeliveries() async throws
     /// A call's deliveries, in planning order.
     func deliveries(callID: String) async throws -> [Delivery]
     /// Moves a call to `state`, with the time.

@@ -53,28 +53,44 @@ final class BindingCache: Sendable {
 }
 
 /// Unrevoked API keys by secret hash, so an authenticated request does not read its key from disk.
-/// Revoking a key or deleting an account drops the entries concerned before the call returns.
+///
+/// Revoking a key or deleting an account drops the entries concerned and bumps the generation. A
+/// lookup that read its key from disk before such a change cannot put it back afterwards:
+/// ``store(_:ifGeneration:)`` keeps the key only while the generation is still the one the miss
+/// saw, so a revocation holds on the next request whatever the interleaving.
 final class KeyCache: Sendable {
-    private let keys = Mutex([String: APIKeyRecord]())
+    private struct State {
+        var keys: [String: APIKeyRecord] = [:]
+        var generation: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
     let capacity: Int
 
     init(capacity: Int = 10_000) {
         self.capacity = capacity
     }
 
-    func key(secretHash: String) -> APIKeyRecord? {
-        keys.withLock { $0[secretHash] }
+    /// The cached key and the current generation, which a miss passes back to ``store(_:ifGeneration:)``.
+    func lookup(secretHash: String) -> (key: APIKeyRecord?, generation: UInt64) {
+        state.withLock { ($0.keys[secretHash], $0.generation) }
     }
 
-    func store(_ key: APIKeyRecord) {
-        keys.withLock { keys in
-            if keys.count >= capacity { keys.removeAll(keepingCapacity: true) }
-            keys[key.secretHash] = key
+    /// Keeps `key` unless a key was revoked or an account deleted since `generation` was read.
+    func store(_ key: APIKeyRecord, ifGeneration generation: UInt64) {
+        state.withLock { state in
+            guard state.generation == generation else { return }
+            if state.keys.count >= capacity { state.keys.removeAll(keepingCapacity: true) }
+            state.keys[key.secretHash] = key
         }
     }
 
+    /// Drops the keys `shouldForget` names; called after the change is in the database.
     func forget(where shouldForget: (APIKeyRecord) -> Bool) {
-        keys.withLock { keys in keys = keys.filter { !shouldForget($0.value) } }
+        state.withLock { state in
+            state.generation &+= 1
+            state.keys = state.keys.filter { !shouldForget($0.value) }
+        }
     }
 }
 

@@ -35,6 +35,33 @@ import Testing
         }
     }
 
+    /// With `--metrics-token`, `/metrics` answers the token (and the admin) only; the token opens
+    /// nothing else. Anonymous `/readyz` never names accounts.
+    @Test func metricsTokenGuardsMetricsAndNothingElse() async throws {
+        var server = try await TestServer.make()
+        let metricsToken = "scrape-token-0123456789"
+        server.configuration.metricsToken = metricsToken
+        let adminToken = server.adminToken
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: adminToken).apiKey
+            let anonymous = try await client.send(.get, "/metrics")
+            #expect(anonymous.status == .unauthorized)
+            #expect(anonymous.errorCode == "missing_credentials")
+            #expect(try await client.send(.get, "/metrics", token: key).status == .forbidden)
+            #expect(try await client.send(.get, "/metrics", token: "not-the-metrics-token-0000").status == .unauthorized)
+            let scraped = try await client.send(.get, "/metrics", token: metricsToken)
+            #expect(scraped.status == .ok)
+            #expect(String(buffer: scraped.body).contains("ringrelay_bindings"))
+            #expect(try await client.send(.get, "/metrics", token: adminToken).status == .ok)
+            // The scraper's token is not an admin, account or device credential.
+            #expect(try await client.send(.get, "/v1/accounts", token: metricsToken).status == .forbidden)
+            #expect(try await client.send(.get, "/v1/bindings", token: metricsToken).status == .forbidden)
+            // Health checks stay open for load balancers.
+            #expect(try await client.send(.get, "/healthz").status == .ok)
+            #expect(try await client.send(.get, "/readyz").status == .ok)
+        }
+    }
+
     @Test func readinessFailsWhenTheStoreIsGone() async throws {
         let server = try await TestServer.make()
         try await server.withClient { client in

@@ -128,6 +128,81 @@ import Testing
         #expect(try await restarted.waitForExit() == 0)
     }
 
+    /// `kill -9` with calls in flight: every call answered `201` is there after the restart, with
+    /// every delivery the answer reported (the records are committed before the answer goes out).
+    /// Accounts, keys and bindings are committed before theirs too, so they are checked alongside.
+    @Test func sigkillLosesNoAcknowledgedCallOrDelivery() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let arguments = [
+            "serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--log-level", "warning", "--rate-limit", "0",
+        ]
+        let server = try ServerProcess(arguments, directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let (_, accountData) = try await Self.request(.POST, url + "/v1/accounts", token: adminToken, body: #"{"name":"crash"}"#)
+        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+        // Three devices, no FCM credential: each ring plans three deliveries that end at once.
+        for device in 1...3 {
+            let body = #"{"identity":"bob","type":"fcm","token":"bob-token-\#(device)","deviceId":"b\#(device)"}"#
+            #expect(try await Self.request(.POST, url + "/v1/bindings", token: key, body: body).0 == 201)
+        }
+
+        final class Acknowledged: Sendable { let calls = Mutex<[CallResource]>([]) }
+        let acknowledged = Acknowledged()
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        let client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask {
+                    for _ in 0..<500 {
+                        guard let (status, data) = try? await Self.request(.POST, url + "/v1/calls", token: key, body: #"{"from":"alice","to":"bob"}"#, client: client),
+                            status == 201, let call = try? JSONDecoder.ringRelay.decode(CallResource.self, from: data)
+                        else { return }
+                        acknowledged.calls.withLock { $0.append(call) }
+                    }
+                }
+            }
+            group.addTask {
+                let deadline = ContinuousClock.now + .seconds(60)
+                while acknowledged.calls.withLock({ $0.count }) < 40, ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(1))
+                }
+                server.signal(SIGKILL)
+            }
+        }
+        try await client.shutdown()
+        #expect(try await server.waitForExit() == SIGKILL)
+        let calls = acknowledged.calls.withLock { $0 }
+        #expect(calls.count >= 40)
+
+        let restarted = try ServerProcess(arguments, directory: directory.path)
+        let newURL = try await restarted.waitUntilListening()
+        var lost: [String] = []
+        for call in calls {
+            #expect(call.deliveries?.count == 3)
+            let (status, data) = try await Self.request(.GET, newURL + "/v1/calls/\(call.id)", token: key)
+            guard status == 200, let stored = try? JSONDecoder.ringRelay.decode(CallResource.self, from: data) else {
+                lost.append("\(call.id): \(status)")
+                continue
+            }
+            let storedDeliveries = Dictionary(uniqueKeysWithValues: (stored.deliveries ?? []).map { ($0.id, $0) })
+            for delivery in call.deliveries ?? [] {
+                guard let kept = storedDeliveries[delivery.id] else {
+                    lost.append("\(call.id)/\(delivery.id) missing")
+                    continue
+                }
+                // What the answer reported as finished is finished on disk too.
+                if delivery.outcome != "pending", kept.outcome != delivery.outcome {
+                    lost.append("\(call.id)/\(delivery.id) \(delivery.outcome) → \(kept.outcome)")
+                }
+            }
+        }
+        #expect(lost.isEmpty, "\(lost.count) of \(calls.count) acknowledged calls lost something: \(lost.prefix(5))")
+        restarted.signal(SIGTERM)
+        #expect(try await restarted.waitForExit() == 0)
+    }
+
     /// Eight clients adding bindings as fast as they can; SIGTERM once 100 are acknowledged.
     private static func loadUntilSIGTERM(
         server: ServerProcess, url: String, key: String, client: HTTPClient, acknowledged: ServerProcess.Collected

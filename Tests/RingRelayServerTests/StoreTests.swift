@@ -27,7 +27,7 @@ import Testing
         try await first.close()
 
         let second = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
-        #expect(try await second.schemaVersion() == 4)
+        #expect(try await second.schemaVersion() == 5)
         #expect(try await second.listAccounts() == [account])
         #expect(try await second.activeKey(secretHash: "h")?.id == key.id)
         #expect(try await second.binding(id: created.binding.id, accountID: account.id, identity: nil) == created.binding)
@@ -101,6 +101,50 @@ import Testing
         #expect(try await store.credentials(accountID: account.id).isEmpty)
         #expect(try await store.activeKey(secretHash: "h") == nil)
         #expect(try await store.bindingCounts().isEmpty)
+        try await store.close()
+    }
+
+    /// The binding counts `/metrics` shows are kept by the database itself, exact through every
+    /// kind of change: new, re-registered, moved between identities, invalidated, revived,
+    /// deleted one by one, by identity and with the account.
+    @Test func bindingCountsFollowEveryChange() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        func counts() async throws -> [String: Int] {
+            Dictionary(uniqueKeysWithValues: try await store.bindingCounts().map { ("\($0.type.rawValue)/\($0.status.rawValue)", $0.count) })
+        }
+        var accounts: [Account] = []
+        for name in ["one", "two"] {
+            let account = Account(id: ResourceID.make(ResourceID.account), name: name, createdAt: Date())
+            try await store.createAccount(
+                account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: name, hint: "h", createdAt: Date()))
+            accounts.append(account)
+        }
+        func upsert(_ identity: String, _ token: String, _ type: BindingType = .fcm, account: Int = 0) async throws -> Binding {
+            let registration = try BindingRegistration(
+                accountID: accounts[account].id, identity: identity, type: type, token: token,
+                environment: type == .fcm ? nil : .production, deviceID: nil, publicKey: nil)
+            return try await store.upsertBinding(registration, newID: ResourceID.make(ResourceID.binding), now: Date()).binding
+        }
+        let first = try await upsert("bob", "t1")
+        _ = try await upsert("bob", "t2")
+        _ = try await upsert("carol", String(repeating: "ab", count: 32), .apnsVoIP)
+        _ = try await upsert("dave", "t9", account: 1)
+        #expect(try await counts() == ["fcm/active": 3, "apns_voip/active": 1])
+        // The same token again, even for another identity, is the same binding.
+        _ = try await upsert("carol", "t1")
+        #expect(try await counts() == ["fcm/active": 3, "apns_voip/active": 1])
+        _ = try await store.invalidateBinding(id: first.id, accountID: accounts[0].id, reason: "Unregistered", at: Date(), invalidSince: nil)
+        #expect(try await counts() == ["fcm/active": 2, "fcm/invalid": 1, "apns_voip/active": 1])
+        _ = try await upsert("carol", "t1")
+        #expect(try await counts() == ["fcm/active": 3, "apns_voip/active": 1])
+        #expect(try await store.deleteBinding(id: first.id, accountID: accounts[0].id, identity: nil))
+        #expect(try await counts() == ["fcm/active": 2, "apns_voip/active": 1])
+        #expect(try await store.deleteBindings(accountID: accounts[0].id, identity: "bob") == 1)
+        #expect(try await counts() == ["fcm/active": 1, "apns_voip/active": 1])
+        #expect(try await store.deleteAccount(id: accounts[0].id))
+        #expect(try await counts() == ["fcm/active": 1])
         try await store.close()
     }
 }

@@ -108,8 +108,10 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     router.add(middleware: MetricsMiddleware(metrics: services.metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(
-        middleware: AuthMiddleware(adminToken: services.adminToken, store: services.store, signer: services.signer, clock: services.clock))
-    OpsController(store: services.store, faults: services.faults, metrics: services.metrics).register(on: router)
+        middleware: AuthMiddleware(
+            adminToken: services.adminToken, metricsToken: configuration.metricsToken, store: services.store, signer: services.signer, clock: services.clock))
+    OpsController(store: services.store, faults: services.faults, metrics: services.metrics, metricsToken: configuration.metricsToken)
+        .register(on: router)
     AccountsController(
         store: services.store, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes
     ).register(on: router)

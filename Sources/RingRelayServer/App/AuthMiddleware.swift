@@ -12,6 +12,8 @@ struct AuthMiddleware: RouterMiddleware {
     typealias Context = RingRelayRequestContext
 
     let adminToken: String
+    /// `--metrics-token`, when set.
+    let metricsToken: String?
     let store: any DataStore
     let signer: AccessTokenSigner
     let clock: any WallClock
@@ -24,7 +26,7 @@ struct AuthMiddleware: RouterMiddleware {
             return try await next(request, context)
         }
         var context = context
-        context.principal = try await principal(for: credential)
+        (context.principal, context.credentialExpiresAt) = try await principal(for: credential)
         if case .device(let accountID, let identity, _) = context.principal {
             context.logger[metadataKey: "account.id"] = .string(accountID)
             context.logger[metadataKey: "device.identity"] = .string(identity)
@@ -34,7 +36,7 @@ struct AuthMiddleware: RouterMiddleware {
         return try await next(request, context)
     }
 
-    private func principal(for credential: Credential) async throws -> Principal {
+    private func principal(for credential: Credential) async throws -> (Principal, expiresAt: Date?) {
         let token = credential.token
         if credential.fromQuery, !token.hasPrefix("eyJ") {
             // Query strings end up in proxy and access logs: only short-lived device tokens may travel there.
@@ -46,7 +48,7 @@ struct AuthMiddleware: RouterMiddleware {
             guard let key = try await store.activeKey(secretHash: Secrets.hash(token)) else {
                 throw RingRelayError(.unauthenticated, code: .invalidAPIKey, "The API key is not valid or has been revoked.")
             }
-            return .account(accountID: key.accountID, keyID: key.id)
+            return (.account(accountID: key.accountID, keyID: key.id), nil)
         }
         if token.hasPrefix("eyJ") {
             let claims = try signer.verify(token, now: clock.now)
@@ -54,12 +56,15 @@ struct AuthMiddleware: RouterMiddleware {
             guard try await store.account(id: claims.acc) != nil else {
                 throw RingRelayError(.unauthenticated, code: .invalidAccessToken, "The access token's account no longer exists.")
             }
-            return .device(accountID: claims.acc, identity: claims.sub, deviceID: claims.did)
+            return (.device(accountID: claims.acc, identity: claims.sub, deviceID: claims.did), Date(timeIntervalSince1970: TimeInterval(claims.exp)))
+        }
+        if let metricsToken, Secrets.constantTimeEqual(token, metricsToken) {
+            return (.metrics, nil)
         }
         guard Secrets.constantTimeEqual(token, adminToken) else {
             throw RingRelayError(.unauthenticated, code: .invalidCredentials, "The bearer token is not a valid admin token, API key or access token.")
         }
-        return .admin
+        return (.admin, nil)
     }
 
     /// A presented bearer token and where it came from.

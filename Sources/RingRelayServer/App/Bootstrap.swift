@@ -43,7 +43,7 @@ public struct Bootstrap: Sendable {
                 metadata: ["data.dir": .string(directory.path), "data.dir.mode": .string(String(mode, radix: 8))])
         }
         let database = directory.appendingPathComponent(databaseFile).path
-        let store = try await SQLiteStore.open(path: database, logger: logger)
+        let store = try await SQLiteStore.open(path: database, logger: logger, sync: configuration.sqliteSync)
         // Files an older version created 0644 (or a copy restored with a loose mode) are tightened.
         for file in [database, database + "-wal", database + "-shm"] where files.fileExists(atPath: file) {
             try? files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)

@@ -12,6 +12,8 @@ enum Principal: Sendable, Hashable {
     case account(accountID: String, keyID: String)
     /// A device, with an access token for one identity.
     case device(accountID: String, identity: String, deviceID: String)
+    /// A metrics scraper, with `--metrics-token`: `/metrics` and nothing else.
+    case metrics
 }
 
 /// What an account-scoped request may touch: an account, and for devices one identity within it.
@@ -29,6 +31,9 @@ struct RingRelayRequestContext: RequestContext, WebSocketRequestContext {
     var coreContext: CoreRequestContextStorage
     /// Set by ``AuthMiddleware`` when valid credentials were presented.
     var principal: Principal?
+    /// When the presented credential stops being valid: a device access token's `exp`. The live
+    /// connection is closed then.
+    var credentialExpiresAt: Date?
     /// Where the `/v1/connect` route leaves its handler for the WebSocket upgrade.
     let webSocket = WebSocketHandlerReference<Self>()
     /// The connection the request came on; `/v1/connect` adds its keep-alive to it.
@@ -44,7 +49,7 @@ struct RingRelayRequestContext: RequestContext, WebSocketRequestContext {
         switch principal {
         case .admin: return
         case nil: throw Self.missingCredentials
-        case .account, .device: throw .forbidden("This endpoint needs the admin token.")
+        case .account, .device, .metrics: throw .forbidden("This endpoint needs the admin token.")
         }
     }
 
@@ -55,6 +60,7 @@ struct RingRelayRequestContext: RequestContext, WebSocketRequestContext {
         case nil: throw Self.missingCredentials
         case .admin: throw .forbidden("This endpoint needs an account API key, not the admin token.")
         case .device: throw .forbidden("This endpoint needs an account API key; device access tokens cannot use it.")
+        case .metrics: throw .forbidden("The metrics token opens /metrics only.")
         }
     }
 
@@ -66,6 +72,7 @@ struct RingRelayRequestContext: RequestContext, WebSocketRequestContext {
             return AccountScope(accountID: accountID, identity: identity, deviceID: deviceID)
         case nil: throw Self.missingCredentials
         case .admin: throw .forbidden("This endpoint needs an account API key or a device access token, not the admin token.")
+        case .metrics: throw .forbidden("The metrics token opens /metrics only.")
         }
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RingRelayAPNs
 import RingRelayFCM
+import RingRelayStore
 import SystemPackage
 
 /// Everything `ringrelay serve` can be configured with, validated.
@@ -61,6 +62,12 @@ public struct ServerConfiguration: Sendable {
     /// What a live connection may have waiting to be written before it is closed (1008): a device
     /// that stops reading costs at most this.
     public var liveOutboundBudget = LiveOutboundLimits(bytes: 1 << 20, frames: 1024)
+    /// How hard each SQLite commit waits for the disk: `normal` survives a killed process,
+    /// `full` a power loss too.
+    public var sqliteSync: SQLiteStore.Sync = .normal
+    /// When set, `/metrics` answers only requests with `Authorization: Bearer <this>` (or the
+    /// admin token).
+    public var metricsToken: String?
     /// Webhooks and calls per second per account (0: unlimited).
     public var rateLimit: Double = 100
     /// Burst allowed above the rate.
@@ -93,6 +100,8 @@ public struct ServerConfiguration: Sendable {
         case maxConnectionsPerAddress = "max-connections-per-address"
         case rateLimit = "rate-limit"
         case rateLimitBurst = "rate-limit-burst"
+        case sqliteSync = "sqlite-sync"
+        case metricsToken = "metrics-token"
 
         /// The swift-configuration key, e.g. `ringrelay.data-dir`.
         public var configKey: String { "ringrelay.\(rawValue)" }
@@ -103,7 +112,7 @@ public struct ServerConfiguration: Sendable {
             "RINGRELAY_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
         }
         /// Whether the value is a secret (redacted by the reader).
-        public var isSecret: Bool { self == .adminToken }
+        public var isSecret: Bool { self == .adminToken || self == .metricsToken }
     }
 
     /// Reads and validates the configuration.
@@ -169,6 +178,16 @@ public struct ServerConfiguration: Sendable {
         if let text = value(.maxConnections) { maxConnections = try Self.integer(text, key: .maxConnections, within: 1...1_000_000) }
         if let text = value(.maxConnectionsPerAddress) {
             maxConnectionsPerAddress = try Self.integer(text, key: .maxConnectionsPerAddress, within: 1...1_000_000)
+        }
+        if let text = value(.sqliteSync) {
+            guard let sync = SQLiteStore.Sync(rawValue: text.lowercased()) else {
+                throw ConfigurationError(key: .sqliteSync, "must be normal or full, got '\(text)'.")
+            }
+            sqliteSync = sync
+        }
+        if let token = value(.metricsToken) {
+            guard token.count >= 16 else { throw ConfigurationError(key: .metricsToken, "must be at least 16 characters long.") }
+            metricsToken = token
         }
         if let text = value(.rateLimit) {
             guard let rate = Double(text), rate >= 0 else { throw ConfigurationError(key: .rateLimit, "must be a number ≥ 0, got '\(text)'.") }

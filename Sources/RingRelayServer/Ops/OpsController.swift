@@ -5,12 +5,15 @@ import NIOCore
 import Prometheus
 import RingRelayCore
 
-/// Liveness, readiness, metrics and the API description. No credentials needed.
+/// Liveness, readiness, metrics and the API description. No credentials needed, except for
+/// `/metrics` when `--metrics-token` is set.
 struct OpsController {
     let store: any DataStore
     /// Credential problems the push services reported, shown in `/readyz`.
     let faults: ConfigurationFaults
     let metrics: ServerMetrics
+    /// `--metrics-token`: when set, `/metrics` needs it (or the admin token).
+    let metricsToken: String?
 
     /// `GET /readyz` answer.
     struct Readiness: Codable, Sendable {
@@ -48,7 +51,15 @@ struct OpsController {
                     .serviceUnavailable, Readiness(status: "unavailable", checks: ["store": "unreachable"], credentialFaults: nil))
             }
         }
-        router.get("/metrics") { _, _ in
+        router.get("/metrics") { _, context in
+            if metricsToken != nil {
+                switch context.principal {
+                case .metrics, .admin: break
+                case nil: throw RingRelayError(.unauthenticated, code: .missingCredentials, "/metrics needs 'Authorization: Bearer <metrics token>'.")
+                case .account, .device: throw RingRelayError.forbidden("/metrics needs the metrics token or the admin token.")
+                }
+            }
+            // Counters the store keeps: a few rows, whatever the number of bindings.
             metrics.recordBindingCounts(try await store.bindingCounts())
             var buffer: [UInt8] = []
             metrics.registry.emit(into: &buffer)

@@ -96,6 +96,9 @@ struct Ringer: Sendable {
         if let first = deliveries.compactMap(\.completedAt).min() {
             metrics.recordFirstPush(first.timeIntervalSince(call.createdAt))
         }
+        // The answer reports these records: they are on disk before it goes out (a crash after
+        // a 201 must not show the call without them). Under load one write serves many rings.
+        try await store.flushDeliveries()
         return Result(call: call, deliveries: deliveries, replayed: false)
     }
 }
