@@ -17,6 +17,9 @@ struct CallsController {
     /// Largest request body accepted.
     let maxBodyBytes: Int
 
+    /// Largest body of a call command: it holds at most a `deviceId`.
+    static let maxCommandBodyBytes = 4096
+
     func register(on router: Router<RingRelayRequestContext>) {
         router.post("/v1/calls") { request, context in try await start(request, context) }
         router.get("/v1/calls/:callId") { _, context in try await get(context) }
@@ -58,9 +61,9 @@ struct CallsController {
         var body = CallCommandRequest()
         let bytes: ByteBuffer
         do {
-            bytes = try await request.body.collect(upTo: 4096)
+            bytes = try await request.body.collect(upTo: Self.maxCommandBodyBytes)
         } catch is NIOTooManyBytesError {
-            throw Request.tooLarge(4096)
+            throw Request.tooLarge(Self.maxCommandBodyBytes)
         }
         if bytes.readableBytes > 0 {
             guard request.headers[.contentType].map(Request.isJSON) == true else { throw Request.notJSON }
