@@ -108,7 +108,7 @@ final class NIOLiveConnection: LiveConnection {
     private func run(url: String, configuration: WebSocketClientConfiguration, logger: Logger) async {
         let maxFrameBytes = maxFrameBytes
         do {
-            try await WebSocketClient.connect(url: url, configuration: configuration, logger: logger) { inbound, outbound, _ in
+            let closeFrame = try await WebSocketClient.connect(url: url, configuration: configuration, logger: logger) { inbound, outbound, _ in
                 self.opened(outbound)
                 for try await message in inbound.messages(maxSize: maxFrameBytes) {
                     switch message {
@@ -117,7 +117,12 @@ final class NIOLiveConnection: LiveConnection {
                     }
                 }
             }
-            ended(nil)
+            // The server's reason to close, for the client to act on (reconnect, new token, stop).
+            if let closeFrame, closeFrame.closeCode != .normalClosure {
+                ended(LiveConnectionClosed(code: UInt16(webSocketErrorCode: closeFrame.closeCode), reason: closeFrame.reason ?? ""))
+            } else {
+                ended(nil)
+            }
         } catch {
             ended(error)
         }

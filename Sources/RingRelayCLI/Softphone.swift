@@ -326,6 +326,11 @@ final class Softphone: Sendable {
                 let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
                 event.retryInMs = milliseconds
                 output.emit(event, text: "Not connected; retrying in \(milliseconds) ms.")
+            case .stopped(let closed):
+                var event = PhoneEvent("stopped")
+                event.reason = closed.closeCode?.reason ?? closed.reason
+                event.message = "\(closed.code)"
+                output.emit(event, text: "The server closed the connection (\(closed.code) \(event.reason ?? "")); not reconnecting. Type quit.")
             case .connecting, .disconnected:
                 break
             }

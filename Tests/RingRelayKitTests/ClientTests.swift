@@ -67,6 +67,28 @@ struct ClientTests {
         await client.disconnect()
     }
 
+    @Test("Close reasons: 4002 gets a fresh token at once, 1001 reconnects with the same one, 4003 stops")
+    func closeReasons() async throws {
+        let client = makeClient()
+        await client.connect()
+        let first = try #require(await live.connection(0))
+        first.ready()
+        first.close(by: .tokenExpired)
+        let second = try #require(await live.connection(1))
+        #expect(live.attempts[0].headers["Authorization"] == "Bearer token-1")
+        #expect(live.attempts[1].headers["Authorization"] == "Bearer token-2", "a fresh token after 4002")
+        second.ready()
+        second.close(by: .goingAway)
+        let third = try #require(await live.connection(2))
+        #expect(live.attempts[2].headers["Authorization"] == "Bearer token-2", "the token is still good after 1001")
+        third.ready()
+        third.close(by: .accountDeleted)
+        #expect(await eventually { await client.connectionState == .stopped(LiveConnectionClosed(code: 4003, reason: "account_deleted")) })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(live.attempts.count == 3, "no attempt after 4003")
+        await client.disconnect()
+    }
+
     @Test("An answer from the system UI waits for the server, and call.accepted fulfils it")
     func answerBeforeServerConfirms() async throws {
         let gate = Gate()

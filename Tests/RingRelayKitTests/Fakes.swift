@@ -116,6 +116,9 @@ final class FakeLiveConnection: LiveConnection {
     /// The server drops the connection.
     func drop() { continuation.finish(throwing: URLError(.networkConnectionLost)) }
 
+    /// The server closes the connection with one of RingRelay's close codes.
+    func close(by code: LiveCloseCode) { continuation.finish(throwing: LiveConnectionClosed(code: code.rawValue, reason: code.reason)) }
+
     func send(_ text: String) async throws { sentTexts.withLock { $0.append(text) } }
 
     func close() async { continuation.finish() }

@@ -301,7 +301,7 @@ import Testing
         try await Self.withWorld { world in
             let old = try await world.connect(world.bob1)
             let new = try await world.connect(world.bob1)
-            #expect(try await old.closeCode() == .unknown(LiveHub.replacedCloseCode))
+            #expect(try await old.closeCode() == .unknown(LiveCloseCode.replaced.rawValue))
             // Only the newer connection rings.
             let call = try await world.call()
             #expect(try await new.nextEvent().callId == call.id)

@@ -1,7 +1,9 @@
 import Dispatch
 import Foundation
+import HTTPTypes
 import HummingbirdTesting
 import RingRelayKit
+import RingRelayTesting
 import RingRelayWire
 import Synchronization
 import Testing
@@ -17,6 +19,9 @@ import Testing
         let client: any TestClientProtocol
         let port: Int
         let key: String
+        let account: CreatedAccount
+        let clock: ManualWallClock
+        let adminToken: String
 
         /// A connected SDK client for one device.
         func device(_ identity: String, _ deviceID: String) async throws -> SDKDevice {
@@ -31,8 +36,11 @@ import Testing
     static func withWorld(_ body: @Sendable (World) async throws -> Void) async throws {
         let server = try await TestServer.make(start: Date())
         try await server.withClient(.live) { client in
-            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
-            try await body(World(client: client, port: try #require(client.port), key: key))
+            let account = try await client.createAccount("acme", admin: server.adminToken)
+            try await body(
+                World(
+                    client: client, port: try #require(client.port), key: account.apiKey, account: account, clock: server.clock,
+                    adminToken: server.adminToken))
         }
     }
 
@@ -127,19 +135,130 @@ import Testing
     }
 }
 
+/// The server ends a live connection when its access token expires, when its account is deleted,
+/// and when its device is signed out; RingRelayKit acts on each reason.
+@Suite struct SDKCloseReasonTests {
+    /// Waits until the client has stopped and returns why.
+    static func stopped(_ device: SDKDevice) async -> LiveConnectionClosed? {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if case .stopped(let closed) = await device.client.connectionState { return closed }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return nil
+    }
+
+    @Test func anExpiredTokenEndsTheConnectionAndTheSDKComesBackWithAFreshOne() async throws {
+        try await SDKLiveTests.withWorld { world in
+            // The first token has two seconds left when the device connects.
+            let first = try await world.client.accessToken(identity: "bob", deviceID: "b1", key: world.key, ttl: 60)
+            world.clock.advance(by: 58)
+            let minted = Counter()
+            let client = world.client
+            let key = world.key
+            let bob = SDKDevice(port: world.port, deviceID: "b1") {
+                return minted.increment() == 1 ? first : try await client.accessToken(identity: "bob", deviceID: "b1", key: key, ttl: 3600)
+            }
+            await bob.client.connect()
+            try await bob.waitUntilConnected()
+            // The server closes at the token's expiry (4002); the SDK asks for a new token at once.
+            #expect(await eventually { minted.value == 2 })
+            try await bob.waitUntilConnected()
+            #expect(minted.value == 2)
+
+            // Calls still reach the device on its new connection.
+            let alice = try await world.device("alice", "a1")
+            let outgoing = try await alice.client.startCall(to: "bob")
+            _ = try await bob.incomingCall(outgoing.uuid)
+            for device in [alice, bob] { await device.client.disconnect() }
+        }
+    }
+
+    @Test func aDeletedAccountStopsItsDevices() async throws {
+        try await SDKLiveTests.withWorld { world in
+            let bob = try await world.device("bob", "b1")
+            #expect(try await world.client.send(.delete, "/v1/accounts/\(world.account.id)", token: world.adminToken).status == .noContent)
+            let closed = await Self.stopped(bob)
+            #expect(closed?.closeCode == .accountDeleted)
+            // Stopped means stopped: no attempt to come back with a token that cannot work.
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(await bob.client.connectionState == .stopped(try #require(closed)))
+        }
+    }
+
+    @Test func removingADevicesLastBindingSignsItOut() async throws {
+        try await SDKLiveTests.withWorld { world in
+            let bob1 = try await world.device("bob", "b1")
+            let bob2 = try await world.device("bob", "b2")
+            let first = try await bob1.client.register(token: "fcm-b1-old", type: .fcm)
+            // Re-registering replaces the old binding (the SDK deletes it): the device keeps one, stays.
+            _ = try await bob1.client.register(token: "fcm-b1-new", type: .fcm)
+            #expect(try await world.client.send(.get, "/v1/bindings/\(first.id)", token: world.key).status == .notFound)
+            _ = try await bob2.client.register(token: "fcm-b2", type: .fcm)
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(await bob1.client.connectionState.isConnected)
+
+            // The backend removes b1's binding: b1 is signed out (4004); b2 is untouched.
+            try await bob1.client.unregister(type: .fcm)
+            #expect(await Self.stopped(bob1)?.closeCode == .deviceUnbound)
+            #expect(await bob2.client.connectionState.isConnected)
+
+            // Deleting the identity's bindings signs out every device of it.
+            #expect(try await world.client.send(.delete, "/v1/bindings?identity=bob", token: world.key).status == .ok)
+            #expect(await Self.stopped(bob2)?.closeCode == .deviceUnbound)
+        }
+    }
+
+    @Test func aReplacedConnectionDoesNotFightForTheDevice() async throws {
+        try await SDKLiveTests.withWorld { world in
+            let older = try await world.device("bob", "b1")
+            let newer = try await world.device("bob", "b1")
+            #expect(await Self.stopped(older)?.closeCode == .replaced)
+            // The newer one keeps the device: the older does not come back and take it (4001 both ways).
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(await newer.client.connectionState.isConnected)
+            for device in [older, newer] { await device.client.disconnect() }
+        }
+    }
+}
+
+/// A count shared with `@Sendable` closures.
+final class Counter: Sendable {
+    private let state = Mutex(0)
+    var value: Int { state.withLock { $0 } }
+    /// Adds one; returns the new count.
+    func increment() -> Int {
+        state.withLock { count in
+            count += 1
+            return count
+        }
+    }
+}
+
+extension RingRelayClient.ConnectionState {
+    var isConnected: Bool {
+        if case .connected = self { return true }
+        return false
+    }
+}
+
 /// One device on RingRelayKit, as an app on Linux would run it.
 struct SDKDevice: Sendable {
     let client: RingRelayClient
     let ui = RecordingCallUI()
 
     init(port: Int, deviceID: String, token: String) {
+        self.init(port: port, deviceID: deviceID, accessToken: { token })
+    }
+
+    init(port: Int, deviceID: String, accessToken: @escaping @Sendable () async throws -> String) {
         client = RingRelayClient(
             configuration: .init(
                 serverURL: URL(string: "http://127.0.0.1:\(port)")!, deviceId: deviceID,
                 reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(100), maximumDelay: .seconds(1)),
                 calls: .init(callbackExecutor: DispatchQueue(label: "sdk-test-\(deviceID)"))),
             systemUI: ui,
-            accessToken: { token },
+            accessToken: accessToken,
             http: URLSessionHTTPTransport(), live: NIOLiveTransport())
     }
 

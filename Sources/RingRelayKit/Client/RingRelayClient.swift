@@ -47,6 +47,10 @@ public actor RingRelayClient {
         case connected(LiveReady)
         /// The connection failed or dropped; the next attempt comes after this delay.
         case waitingToReconnect(Duration)
+        /// The server ended the connection for good and the client stopped trying: another
+        /// connection of this device replaced it (4001), the account was deleted (4003) or the
+        /// device's last binding was removed (4004). ``connect()`` starts over.
+        case stopped(LiveConnectionClosed)
     }
 
     /// The device's calls. Pushes go to ``CallManager/handlePush(_:)-(Dictionary<AnyHashable,Any>)``.
@@ -211,6 +215,7 @@ public actor RingRelayClient {
             setState(.connecting)
             var becameReady = false
             var usedToken: String?
+            var closedByServer: LiveConnectionClosed?
             do {
                 let token = try await api.tokens.current()
                 usedToken = token
@@ -221,19 +226,40 @@ public actor RingRelayClient {
                     becameReady = true
                     attempt = 0
                 }
+            } catch let closed as LiveConnectionClosed {
+                closedByServer = closed
             } catch {
                 // Dropped or refused; retried below.
             }
             connection = nil
             if Task.isCancelled { break }
-            if !becameReady, let usedToken {
-                // Refused before the server registered it: an expired token is the likely cause.
-                await api.tokens.invalidate(usedToken)
+            let delay: Duration
+            switch closedByServer?.closeCode {
+            case let code? where !code.allowsReconnect:
+                // Replaced, account deleted, signed out: trying again would only be refused (or
+                // take the connection back from this device's newer one).
+                liveTask = nil
+                setState(.stopped(closedByServer ?? LiveConnectionClosed(code: code.rawValue, reason: code.reason)))
+                return
+            case .tokenExpired?:
+                // The server ends the connection when the token does: a fresh one, at once; the
+                // events in between are replayed (lastEventId).
+                if let usedToken { await api.tokens.invalidate(usedToken) }
+                delay = .zero
+            case .goingAway?:
+                // The server is restarting or another instance takes over: come back soon, spread
+                // over the first back-off step so every device does not return in the same instant.
+                delay = configuration.reconnectPolicy.delay(forAttempt: 1, unitRandom: Double.random(in: 0..<1))
+            default:
+                if !becameReady, let usedToken {
+                    // Refused before the server registered it: an expired token is the likely cause.
+                    await api.tokens.invalidate(usedToken)
+                }
+                attempt += 1
+                delay = configuration.reconnectPolicy.delay(forAttempt: attempt, unitRandom: Double.random(in: 0..<1))
             }
-            attempt += 1
-            let delay = configuration.reconnectPolicy.delay(forAttempt: attempt, unitRandom: Double.random(in: 0..<1))
             setState(.waitingToReconnect(delay))
-            try? await Task.sleep(for: delay)
+            if delay > .zero { try? await Task.sleep(for: delay) }
         }
     }
 

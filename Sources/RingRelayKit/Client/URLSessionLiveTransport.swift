@@ -41,8 +41,15 @@
                         }
                         continuation.finish()
                     } catch {
-                        // A normal closure ends `receive()` with an error too: finish quietly then.
-                        continuation.finish(throwing: task.closeCode == .normalClosure ? nil : error)
+                        // A normal closure ends `receive()` with an error too: finish quietly then;
+                        // another close code is the server's reason, passed on.
+                        switch task.closeCode {
+                        case .normalClosure: continuation.finish()
+                        case .invalid: continuation.finish(throwing: error)
+                        case let code:
+                            let reason = task.closeReason.map { String(decoding: $0, as: UTF8.self) } ?? ""
+                            continuation.finish(throwing: LiveConnectionClosed(code: UInt16(code.rawValue), reason: reason))
+                        }
                     }
                 }
                 continuation.onTermination = { _ in reader.cancel() }

@@ -7,6 +7,8 @@ import RingRelayWire
 /// `/v1/accounts`: the operator's view of tenants and their API keys. Admin token only.
 struct AccountsController {
     let store: any DataStore
+    /// Live connections: a deleted account's are closed (4003).
+    let hub: LiveHub
     let clock: any WallClock
     /// Cleared when an account goes, with its faults.
     let credentials: CredentialCache
@@ -50,6 +52,7 @@ struct AccountsController {
         guard try await store.deleteAccount(id: id) else { throw RingRelayError.notFound("account", id: id) }
         faults.clear(accountID: id)
         credentials.invalidate(accountID: id)
+        hub.closeAccount(id)
         context.logger.info("account deleted", metadata: ["account.id": .string(id)])
         return Response(status: .noContent)
     }

@@ -7,6 +7,7 @@ import RingRelayAPNs
 import RingRelayCore
 import RingRelayFCM
 import RingRelayStore
+import RingRelayWire
 import NIOCore
 import ServiceLifecycle
 import UnixSignals
@@ -42,7 +43,7 @@ public func buildApplication(
         configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
     let router = buildRouter(services: appServices)
     let hub = appServices.hub
-    shutdownNotice?.onShutdown { hub.closeAll(code: LiveHub.goingAwayCloseCode, reason: "server shutting down") }
+    shutdownNotice?.onShutdown { hub.closeAll(code: .goingAway) }
     var appLogger = logger
     appLogger.logLevel = configuration.logLevel
     return Application(
@@ -113,7 +114,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     OpsController(store: services.store, faults: services.faults, metrics: services.metrics, metricsToken: configuration.metricsToken)
         .register(on: router)
     AccountsController(
-        store: services.store, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes
+        store: services.store, hub: services.hub, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes
     ).register(on: router)
     // Google's OAuth hosts, and the FCM endpoint's when the operator chose one (the simulator).
     var fcmTokenHosts = CredentialValidator.googleTokenHosts
@@ -127,7 +128,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     AccessTokensController(
         signer: services.signer, clock: services.clock, maxTTL: configuration.maxAccessTokenTTL, maxBodyBytes: maxBodyBytes
     ).register(on: router)
-    BindingsController(store: services.store, clock: services.clock, maxBodyBytes: maxBodyBytes).register(on: router)
+    BindingsController(store: services.store, hub: services.hub, clock: services.clock, maxBodyBytes: maxBodyBytes).register(on: router)
     TestPushController(
         store: services.store, clock: services.clock, pusher: services.pusher,
         limiter: RateLimiter(rate: TestPushController.perSecond, burst: TestPushController.burst, clock: services.clock)
@@ -146,7 +147,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
         maxBodyBytes: maxBodyBytes
     ).register(on: router)
     ConnectController(
-        hub: services.hub, calls: services.calls, metrics: services.metrics, pingInterval: configuration.livePingInterval,
+        hub: services.hub, calls: services.calls, metrics: services.metrics, clock: services.clock, pingInterval: configuration.livePingInterval,
         outboundBudget: configuration.liveOutboundBudget)
         .register(on: router)
     return router

@@ -8,8 +8,12 @@ import RingRelayWire
 ///
 /// Account keys see the whole account; device access tokens see only their own identity, and
 /// another identity's binding answers 404 exactly as a missing one does, so existence never leaks.
+///
+/// Deleting bindings signs devices out: a device left without an active binding, and every device
+/// of an identity whose bindings are deleted together, loses its live connection (4004).
 struct BindingsController {
     let store: any DataStore
+    let hub: LiveHub
     let clock: any WallClock
     /// Largest request body accepted.
     let maxBodyBytes: Int
@@ -120,7 +124,7 @@ struct BindingsController {
     func delete(_ context: RingRelayRequestContext) async throws -> Response {
         let scope = try context.requireScope()
         let id = context.parameters.value("bindingId")
-        guard try await store.deleteBinding(id: id, accountID: scope.accountID, identity: scope.identity) else {
+        guard try await remove(id: id, accountID: scope.accountID, identity: scope.identity) else {
             throw RingRelayError.notFound("binding", id: id)
         }
         context.logger.info("binding deleted", metadata: ["binding.id": .string(id)])
@@ -129,12 +133,27 @@ struct BindingsController {
 
     func deleteIdentity(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<DeletedBindings> {
         let accountID = try context.requireAccountKey()
-        guard let identity = request.uri.queryParameters["identity"].map(String.init) else {
+        guard let parameter = request.uri.queryParameters["identity"].map(String.init) else {
             throw RingRelayError(.unprocessable, code: .missingParameter, "Pass ?identity= to delete every binding of that identity.")
         }
-        let deleted = try await store.deleteBindings(accountID: accountID, identity: Self.identityParameter(identity))
+        let identity = try Self.identityParameter(parameter)
+        let deleted = try await store.deleteBindings(accountID: accountID, identity: identity)
+        hub.closeUnbound(accountID: accountID, identity: identity, deviceIDs: nil)
         context.logger.info("identity bindings deleted", metadata: ["bindings.deleted": .stringConvertible(deleted)])
         return JSONResponse(DeletedBindings(deleted: deleted))
+    }
+
+    /// Deletes a binding; when its device has no active binding left, closes the device's live
+    /// connection. Returns `false` when there was no such binding.
+    private func remove(id: String, accountID: String, identity: String?) async throws -> Bool {
+        let binding = try await store.binding(id: id, accountID: accountID, identity: identity)
+        guard try await store.deleteBinding(id: id, accountID: accountID, identity: identity) else { return false }
+        if let binding, let deviceID = binding.deviceID,
+            try await !store.activeBindings(accountID: accountID, identity: binding.identity).contains(where: { $0.deviceID == deviceID })
+        {
+            hub.closeUnbound(accountID: accountID, identity: binding.identity, deviceIDs: [deviceID])
+        }
+        return true
     }
 
     func batch(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<BindingBatchResponse> {
@@ -166,7 +185,7 @@ struct BindingsController {
         var deleteResults: [BindingBatchResponse.DeleteResult] = []
         deleteResults.reserveCapacity(deletes.count)
         for id in deletes {
-            if try await store.deleteBinding(id: id, accountID: accountID, identity: nil) {
+            if try await remove(id: id, accountID: accountID, identity: nil) {
                 deleteResults.append(.init(id: id, status: 204))
             } else {
                 let error = RingRelayError.notFound("binding", id: id)

@@ -17,6 +17,7 @@ struct ConnectController {
     let hub: LiveHub
     let calls: CallService
     let metrics: ServerMetrics
+    let clock: any WallClock
     /// How long a connection may be quiet before it is pinged (and, twice that, dropped).
     let pingInterval: Duration
     /// What a connection may have waiting to be written.
@@ -44,8 +45,8 @@ struct ConnectController {
             let channel = context.requestContext.channel
             try await attachHandlers(to: channel, for: key)
             try await serve(
-                key, lastEventID: context.request.uri.queryParameters["lastEventId"].map(String.init), channel: channel, inbound: inbound,
-                outbound: outbound)
+                key, lastEventID: context.request.uri.queryParameters["lastEventId"].map(String.init),
+                expiresAt: context.requestContext.credentialExpiresAt, channel: channel, inbound: inbound, outbound: outbound)
         }
     }
 
@@ -68,7 +69,8 @@ struct ConnectController {
     }
 
     private func serve(
-        _ key: DeviceKey, lastEventID: String?, channel: any Channel, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter
+        _ key: DeviceKey, lastEventID: String?, expiresAt: Date?, channel: any Channel, inbound: WebSocketInboundStream,
+        outbound: WebSocketOutboundWriter
     ) async throws {
         // Frames go straight to the channel, in the order the hub hands them over; only a close
         // (rare: the device connected again) goes through the WebSocket library's close handshake.
@@ -81,7 +83,7 @@ struct ConnectController {
                 }
             },
             close: { code, reason in
-                guard code == LiveHub.goingAwayCloseCode else {
+                guard code == LiveCloseCode.goingAway.rawValue else {
                     closer.yield((code, reason))
                     closer.finish()
                     return
@@ -97,7 +99,16 @@ struct ConnectController {
             })
         let registration = hub.connect(key, lastEventID: lastEventID, sink: sink)
         metrics.recordLiveConnections(hub.connectionCount)
+        // The token was checked at the upgrade only: the connection ends when the token does
+        // (4002), and the device comes back with a fresh one.
+        let expiry = expiresAt.map { expiresAt in
+            let remaining = max(0, expiresAt.timeIntervalSince(clock.now))
+            return channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(min(remaining, 86_400 * 2) * 1e9))) { [hub] in
+                hub.closeExpired(registration)
+            }
+        }
         defer {
+            expiry?.cancel()
             closer.finish()
             hub.disconnect(registration)
             metrics.recordLiveConnections(hub.connectionCount)

@@ -33,11 +33,6 @@ final class LiveHub: Sendable {
         var close: @Sendable (_ code: UInt16, _ reason: String) -> Void
     }
 
-    /// The WebSocket close code for a connection replaced by a newer one of the same device.
-    static let replacedCloseCode: UInt16 = 4001
-    /// The WebSocket close code for a server shutting down (going away): reconnect.
-    static let goingAwayCloseCode: UInt16 = 1001
-
     /// An event kept for a device until acked.
     private struct Pending {
         var eventID: String
@@ -112,7 +107,7 @@ final class LiveHub: Sendable {
             state.nextConnectionID += 1
             let id = state.nextConnectionID
             if let old = state.connections[key] {
-                old.sink.close(Self.replacedCloseCode, "replaced by a newer connection of this device")
+                old.sink.close(LiveCloseCode.replaced.rawValue, LiveCloseCode.replaced.reason)
             }
             state.connections[key] = Connection(id: id, sink: sink)
             state.devicesByIdentity[IdentityKey(accountID: key.accountID, identity: key.identity), default: []].insert(key.deviceID)
@@ -141,9 +136,51 @@ final class LiveHub: Sendable {
     }
 
     /// Closes every connection with `code` (a shutdown: 1001, going away).
-    func closeAll(code: UInt16, reason: String) {
+    func closeAll(code: LiveCloseCode) {
         let sinks = state.withLock { state in state.connections.values.map(\.sink) }
-        for sink in sinks { sink.close(code, reason) }
+        for sink in sinks { sink.close(code.rawValue, code.reason) }
+    }
+
+    /// Closes one connection whose access token expired (4002); the device reconnects with a new one.
+    func closeExpired(_ registration: Registration) {
+        close(code: .tokenExpired, onlyConnection: registration.connectionID) { $0 == registration.key }
+    }
+
+    /// Closes every connection of a deleted account (4003) and forgets what waited for them.
+    func closeAccount(_ accountID: String) {
+        close(code: .accountDeleted, dropOutboxes: true) { $0.accountID == accountID }
+    }
+
+    /// Closes the connections of an identity's devices that have no binding left (4004, signed
+    /// out): the named devices, or every device of the identity when `deviceIDs` is `nil`.
+    func closeUnbound(accountID: String, identity: String, deviceIDs: Set<String>?) {
+        close(code: .deviceUnbound, dropOutboxes: true) { key in
+            key.accountID == accountID && key.identity == identity && (deviceIDs?.contains(key.deviceID) ?? true)
+        }
+    }
+
+    /// Unregisters the connections of the devices `matches` selects at once (no event reaches
+    /// them after this returns), then closes them with `code`.
+    ///
+    /// - Parameters:
+    ///   - dropOutboxes: forget the events those devices have not acknowledged (they are not coming back).
+    ///   - onlyConnection: close that connection only, not a newer one of the same device.
+    private func close(code: LiveCloseCode, dropOutboxes: Bool = false, onlyConnection: UInt64? = nil, where matches: (DeviceKey) -> Bool) {
+        let sinks = state.withLock { state -> [Sink] in
+            var sinks: [Sink] = []
+            for (key, connection) in state.connections where matches(key) && (onlyConnection ?? connection.id) == connection.id {
+                sinks.append(connection.sink)
+                state.connections[key] = nil
+                let identity = IdentityKey(accountID: key.accountID, identity: key.identity)
+                state.devicesByIdentity[identity]?.remove(key.deviceID)
+                if state.devicesByIdentity[identity]?.isEmpty == true { state.devicesByIdentity[identity] = nil }
+            }
+            if dropOutboxes {
+                for key in state.outboxes.keys where matches(key) { state.outboxes[key] = nil }
+            }
+            return sinks
+        }
+        for sink in sinks { sink.close(code.rawValue, code.reason) }
     }
 
     /// The connected devices of an identity.
