@@ -79,7 +79,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "How long call records are kept, e.g. 7d. [env: RINGRELAY_CALL_RETENTION] (default: 7d)")
     var callRetention: String?
 
-    @Option(help: "Webhooks per second per account; 0 = unlimited. [env: RINGRELAY_RATE_LIMIT] (default: 100)")
+    @Option(help: "Per second, each a budget of its own: webhooks per account, API-key calls per account, device calls per calling identity (a tenth); 0 = unlimited. [env: RINGRELAY_RATE_LIMIT] (default: 100)")
     var rateLimit: String?
 
     @Option(help: "Burst above the rate limit. [env: RINGRELAY_RATE_LIMIT_BURST] (default: 200)")

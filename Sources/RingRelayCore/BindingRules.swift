@@ -29,6 +29,22 @@ public enum BindingRules {
         }
     }
 
+    /// Checks text shown to people, such as a caller's display name: 1–`maxCharacters` characters,
+    /// at most `maxBytes` UTF-8 bytes, no control, line-separator or bidi control characters (which
+    /// can make a name read as something else). Zero-width joiners stay allowed: emoji need them.
+    public static func validateDisplayText(_ text: String, field: String, maxCharacters: Int, maxBytes: Int) throws(RingRelayError) {
+        guard (1...maxCharacters).contains(text.count), text.utf8.count <= maxBytes else {
+            throw .invalidField(field, "must be 1–\(maxCharacters) characters and at most \(maxBytes) bytes as UTF-8.")
+        }
+        let refused = text.unicodeScalars.contains { scalar in
+            switch scalar.properties.generalCategory {
+            case .control, .lineSeparator, .paragraphSeparator: return true
+            default: return scalar.properties.isBidiControl
+            }
+        }
+        guard !refused else { throw .invalidField(field, "must not contain control, line-separator or bidi control characters.") }
+    }
+
     /// No control (Cc), format (Cf: bidi controls, zero-width joiners) or separator (Zl, Zp) characters.
     static func isPrintable(_ text: String) -> Bool {
         !text.unicodeScalars.contains { scalar in

@@ -17,19 +17,32 @@ public final class RateLimiter: Sendable {
     public let burst: Double
     private let clock: any WallClock
     private let buckets = Mutex<[String: Bucket]>([:])
+    /// Buckets kept before the full ones are dropped. A bucket that has refilled is the same as
+    /// none, so dropping it changes no answer; only keys active within the last `burst / rate`
+    /// seconds survive a prune.
+    public let capacity: Int
 
     /// Creates a limiter; a `rate` of 0 disables limiting.
-    public init(rate: Double, burst: Double, clock: any WallClock) {
+    public init(rate: Double, burst: Double, clock: any WallClock, capacity: Int = 50_000) {
         self.rate = rate
         self.burst = max(1, burst)
         self.clock = clock
+        self.capacity = capacity
     }
+
+    /// Buckets held now.
+    public var count: Int { buckets.withLock { $0.count } }
 
     /// Takes one token for `key`. Returns `nil` when allowed, or how long to wait before retrying.
     public func acquire(_ key: String) -> Duration? {
         guard rate > 0 else { return nil }
         let now = clock.now
         return buckets.withLock { buckets in
+            if buckets.count >= capacity, buckets[key] == nil {
+                buckets = buckets.filter { $0.value.tokens + max(0, now.timeIntervalSince($0.value.updated)) * rate < burst }
+                // Still full of active keys: start over rather than grow (each gets its burst again).
+                if buckets.count >= capacity { buckets.removeAll(keepingCapacity: true) }
+            }
             var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
             bucket.tokens = min(burst, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate)
             bucket.updated = now

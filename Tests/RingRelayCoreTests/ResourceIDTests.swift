@@ -62,6 +62,21 @@ import Testing
         }
     }
 
+    /// Display names (a caller's, shown by the system call UI) keep emoji, which need zero-width
+    /// joiners, but not bidi controls, line breaks or kilobytes in one character.
+    @Test func displayTextKeepsEmojiAndRefusesWhatLies() {
+        func check(_ text: String) throws(RingRelayError) {
+            try BindingRules.validateDisplayText(text, field: "displayName", maxCharacters: 128, maxBytes: 512)
+        }
+        for fine in ["Alice", "Zoë Ångström", "👨‍👩‍👧 Family", "山田太郎"] {
+            #expect(throws: Never.self, "\(fine)") { try check(fine) }
+        }
+        let zalgo = "a" + String(repeating: "\u{0301}", count: 2_000)
+        for refused in ["", zalgo, "Bank\u{202E}evil", "\u{2067}Alice\u{2069}", "Alice\nBob", "Alice\u{2028}Bob", "Al\u{0}ice", String(repeating: "x", count: 129)] {
+            #expect(throws: RingRelayError.self, "\(refused.unicodeScalars.prefix(8).map { String($0.value, radix: 16) })") { try check(refused) }
+        }
+    }
+
     @Test func publicKeysMustBeUncompressedP256Points() {
         let point = Data([0x04] + Array(repeating: 7, count: 64)).base64EncodedString()
         #expect(throws: Never.self) { try BindingRules.validatePublicKey(point) }

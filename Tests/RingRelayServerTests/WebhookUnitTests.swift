@@ -127,4 +127,24 @@ enum Fixtures {
         #expect(limiter.acquire("a") != nil)
         #expect(RateLimiter(rate: 0, burst: 1, clock: clock).acquire("a") == nil)
     }
+
+    /// Keys come and go (accounts, calling identities): the limiter keeps at most `capacity`
+    /// buckets, dropping refilled ones first, so an active key keeps its debt.
+    @Test func bucketsAreBoundedAndActiveDebtIsKept() {
+        let clock = ManualWallClock()
+        let limiter = RateLimiter(rate: 1, burst: 2, clock: clock, capacity: 100)
+        #expect(limiter.acquire("busy") == nil)
+        #expect(limiter.acquire("busy") == nil)
+        for index in 0..<99 { _ = limiter.acquire("passer-by-\(index)") }
+        #expect(limiter.count == 100)
+        // 1.5 s later the passers-by have refilled; the busy key has 1.5 of its 2 tokens back.
+        clock.advance(by: 1.5)
+        _ = limiter.acquire("newcomer")
+        #expect(limiter.count == 2, "refilled buckets went, the busy key and the newcomer stayed")
+        #expect(limiter.acquire("busy") == nil)
+        #expect(limiter.acquire("busy") != nil, "the busy key kept its debt")
+        // A flood of keys that never refill in time cannot grow it either.
+        for index in 0..<10_000 { _ = limiter.acquire("flood-\(index)") }
+        #expect(limiter.count <= 100)
+    }
 }

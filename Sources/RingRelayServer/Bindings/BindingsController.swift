@@ -202,7 +202,7 @@ struct BindingsController {
         do {
             try BindingRules.validateIdentity(identity)
         } catch {
-            throw invalidParameter("identity", "must be 1–\(BindingRules.maxIdentityLength) characters without control characters.")
+            throw invalidParameter("identity", "must be 1–\(BindingRules.maxIdentityLength) bytes as UTF-8, without control, format or line-separator characters.")
         }
         return identity
     }

@@ -18,8 +18,9 @@ struct CallService: Sendable {
 
     /// Largest `metadata` object, encoded.
     static let maxMetadataBytes = 1024
-    /// Longest `displayName`.
+    /// Longest `displayName`, in characters and in UTF-8 bytes.
     static let maxDisplayNameLength = 128
+    static let maxDisplayNameBytes = 512
     /// Largest sealed box, base64.
     static let maxSealedBoxLength = 3072
 
@@ -47,9 +48,8 @@ struct CallService: Sendable {
         guard (5...180).contains(ringSeconds) else { throw RingRelayError.invalidField("ringTimeoutSeconds", "must be between 5 and 180.") }
         let metadata = try Self.metadata(request.metadata)
         if let name = request.displayName {
-            guard (1...Self.maxDisplayNameLength).contains(name.count) else {
-                throw RingRelayError.invalidField("displayName", "must be 1–\(Self.maxDisplayNameLength) characters long.")
-            }
+            try BindingRules.validateDisplayText(
+                name, field: "displayName", maxCharacters: Self.maxDisplayNameLength, maxBytes: Self.maxDisplayNameBytes)
         }
         let sealed = try Self.sealed(request.sealed ?? [])
 

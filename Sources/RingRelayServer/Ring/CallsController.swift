@@ -9,7 +9,7 @@ import RingRelayWire
 struct CallsController {
     let store: any DataStore
     let calls: CallService
-    /// Per-account rate limit, shared with webhooks.
+    /// Calls placed with the account's API key, per account (apart from the webhooks' budget).
     /// Calls placed with the account's API key, per account.
     let accountLimiter: RateLimiter
     /// Calls placed by a device, per calling identity.

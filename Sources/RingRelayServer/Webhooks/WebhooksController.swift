@@ -12,7 +12,7 @@ struct WebhooksController {
     /// The providers' webhook credentials, cached for a few seconds.
     let credentials: CredentialCache
     let ringer: Ringer
-    /// Per-account rate limit, shared with the calls API.
+    /// Provider webhooks per account: a budget of their own, so calls cannot exhaust it.
     let limiter: RateLimiter
     let metrics: ServerMetrics
     /// Largest request body accepted.
