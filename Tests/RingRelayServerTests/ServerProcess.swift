@@ -70,6 +70,13 @@ final class ServerProcess: Sendable {
     }
 
     /// Sends a signal.
+    /// The process's resident memory, in bytes (from `/proc`).
+    var residentBytes: Int {
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+        return (line?.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0) * 1024
+    }
+
     func signal(_ signal: Int32) {
         kill(process.processIdentifier, signal)
     }

@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdWebSocket
 import NIOCore
 import RingRelayCore
+import Synchronization
 
 /// Who is calling, as established by ``AuthMiddleware``.
 enum Principal: Sendable, Hashable {
@@ -35,13 +36,26 @@ struct RingRelayRequestContext: RequestContext, WebSocketRequestContext {
     /// connection is closed then.
     var credentialExpiresAt: Date?
     /// Where the `/v1/connect` route leaves its handler for the WebSocket upgrade.
-    let webSocket = WebSocketHandlerReference<Self>()
+    var webSocket: WebSocketHandlerReference<Self> { webSocketSlot.reference.withLock { $0 } }
+    private let webSocketSlot = WebSocketSlot()
     /// The connection the request came on; `/v1/connect` adds its keep-alive to it.
     let channel: any Channel
 
     init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.channel = source.channel
+    }
+
+    /// Lets go of the handler the `/v1/connect` route left for the upgrade; the upgrade calls
+    /// this first thing.
+    ///
+    /// hummingbird-websocket keeps the handler in a box that also holds a copy of this context,
+    /// which holds the box: a reference cycle that nothing breaks, so every upgraded connection's
+    /// context, its channel and the channel's read buffers stayed in memory for good (75–160 KB
+    /// per live connection that had sent data). Replacing the box here breaks the cycle: the old
+    /// one goes when the library's upgrade is done with it.
+    func releaseWebSocketHandler() {
+        webSocketSlot.reference.withLock { $0 = WebSocketHandlerReference() }
     }
 
     /// Requires the admin token.
@@ -78,4 +92,10 @@ struct RingRelayRequestContext: RequestContext, WebSocketRequestContext {
 
     static let missingCredentials = RingRelayError(
         .unauthenticated, code: .missingCredentials, "Send 'Authorization: Bearer <token>' with an admin token, an account API key or a device access token.")
+}
+
+/// The shared, replaceable home of a request's ``WebSocketHandlerReference`` (see
+/// ``RingRelayRequestContext/releaseWebSocketHandler()``).
+private final class WebSocketSlot: Sendable {
+    let reference = Mutex(WebSocketHandlerReference<RingRelayRequestContext>())
 }

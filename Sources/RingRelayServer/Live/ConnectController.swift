@@ -40,6 +40,7 @@ struct ConnectController {
             }
             return .upgrade([:])
         } onUpgrade: { inbound, outbound, context in
+            context.requestContext.releaseWebSocketHandler()
             guard case .device(let accountID, let identity, let deviceID) = context.requestContext.principal else { return }
             let key = DeviceKey(accountID: accountID, identity: identity, deviceID: deviceID)
             let channel = context.requestContext.channel
