@@ -11,7 +11,7 @@ struct ServerOptions: ParsableArguments {
     @Option(help: "Server URL. [env: RINGRELAY_URL] (default: http://127.0.0.1:8080)")
     var server: String?
 
-    @Option(help: "Bearer token: the admin token for 'accounts', an account API key for 'bindings'. [env: RINGRELAY_TOKEN, or RINGRELAY_ADMIN_TOKEN for 'accounts']")
+    @Option(help: "Bearer token: the admin token for 'accounts', an account API key for 'bindings' and 'calls'. [env: RINGRELAY_TOKEN, or RINGRELAY_ADMIN_TOKEN for 'accounts']")
     var token: String?
 
     @Flag(help: "Print the server's JSON instead of a table.")

@@ -216,6 +216,10 @@ public protocol CallStore: Sendable {
     func createCall(_ call: Call) async throws -> CallCreation
     /// One call of the account.
     func call(id: String, accountID: String) async throws -> Call?
+    /// One page of the account's calls, newest first, filtered by `query`. The work per page is
+    /// bounded however large the history is: one index range, and with a `states` filter at most a
+    /// fixed window of calls looked at (see ``CallHistoryPage/next``).
+    func listCalls(accountID: String, query: CallHistoryQuery) async throws -> CallHistoryPage
     /// Records deliveries, planned or answered: a later record of a delivery id replaces the
     /// earlier one.
     ///

@@ -190,5 +190,16 @@ extension Migration {
                 END
                 """,
             ]),
+        Migration(
+            version: 6, name: "call history indexes",
+            statements: [
+                // GET /v1/calls reads one range of one of these, newest first (SQLite walks an
+                // index backwards as cheaply as forwards): the account's calls, an identity's
+                // incoming calls, an identity's outgoing (native) calls. The id breaks ties within
+                // a millisecond, so keyset pages never skip or repeat a call.
+                "CREATE INDEX calls_account_history ON calls(account_id, created_at, id)",
+                "CREATE INDEX calls_callee_history ON calls(account_id, callee, created_at, id)",
+                "CREATE INDEX calls_caller_history ON calls(account_id, caller, created_at, id) WHERE source = 'native'",
+            ]),
     ]
 }

@@ -574,7 +574,7 @@ extension Date {
 // MARK: - Calls
 
 extension SQLiteStore {
-    private static let callColumns = """
+    fileprivate static let callColumns = """
         id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \
         answered_at, answered_by, ended_at, end_reason, ended_by
         """
@@ -590,10 +590,16 @@ extension SQLiteStore {
                 """
                 INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT DO NOTHING
-                -- ?2 is the account, ?5 the callee, as bound for the VALUES.
-                RETURNING EXISTS (
-                    SELECT 1 FROM calls AS other WHERE other.account_id = ?2 AND other.state = 'accepted'
-                        AND (other.callee = ?5 OR (other.caller = ?5 AND other.source = 'native'))
+                -- ?2 is the account, ?5 the callee, as bound for the VALUES. The accepted-call
+                -- indexes are named: the history indexes (migration 6) also start with the account
+                -- and would otherwise be picked, reading every call the callee ever had.
+                RETURNING (
+                    EXISTS (
+                        SELECT 1 FROM calls AS other INDEXED BY calls_accepted_callee
+                        WHERE other.account_id = ?2 AND other.state = 'accepted' AND other.callee = ?5)
+                    OR EXISTS (
+                        SELECT 1 FROM calls AS other INDEXED BY calls_accepted_caller
+                        WHERE other.account_id = ?2 AND other.state = 'accepted' AND other.caller = ?5 AND other.source = 'native')
                 ) AS busy
                 """,
                 [
@@ -623,6 +629,154 @@ extension SQLiteStore {
         if let cached = callCache.call(id: id) { return cached.accountID == accountID ? cached : nil }
         return try await query("SELECT \(Self.callColumns) FROM calls WHERE id = ? AND account_id = ?", [.text(id), .text(accountID)])
             .first.map(Self.call)
+    }
+
+    public func listCalls(accountID: String, query history: CallHistoryQuery) async throws -> CallHistoryPage {
+        let statements = HistoryStatements(accountID: accountID, query: history)
+        return try await locked { connection in
+            // Where the window of calls looked at ends: the newest of the parts' window ends, so
+            // every part is read completely above it.
+            var windowEnd: HistoryStatements.Bound?
+            for (sql, binds) in statements.windows {
+                guard let row = try connection.query(sql, binds).first else { continue }
+                let end = HistoryStatements.Bound(millis: Int(row.column("created_at")?.integer ?? 0), id: row.string("id"))
+                if windowEnd.map({ $0 < end }) ?? true { windowEnd = end }
+            }
+            let (sql, binds) = statements.page(after: windowEnd)
+            var calls = try connection.query(sql, binds).map(Self.call)
+            // One extra row tells whether another page exists without a COUNT.
+            if calls.count > history.limit {
+                calls.removeLast(calls.count - history.limit)
+                return CallHistoryPage(calls: calls, next: calls.last.map(CallHistoryPosition.init(after:)))
+            }
+            return CallHistoryPage(calls: calls, next: windowEnd.map { CallHistoryPosition(createdAt: Date(millis: $0.millis), id: $0.id) })
+        }
+    }
+
+    /// The query plans of ``listCalls(accountID:query:)`` for `query`, one list of steps per
+    /// statement: the window statements' and the page's (from an arbitrary window end). Tests check
+    /// that each reads an index range and never scans or sorts the table.
+    package func callHistoryPlan(accountID: String, query history: CallHistoryQuery) async throws -> [[String]] {
+        let statements = HistoryStatements(accountID: accountID, query: history)
+        let windowEnd = statements.windows.isEmpty ? nil : HistoryStatements.Bound(millis: 0, id: "")
+        var plans: [[String]] = []
+        for (sql, binds) in statements.windows + [statements.page(after: windowEnd)] {
+            plans.append(try await query("EXPLAIN QUERY PLAN " + sql, binds).map { $0.string("detail") })
+        }
+        return plans
+    }
+
+    /// The statements behind ``listCalls(accountID:query:)``.
+    ///
+    /// The page's statement reads one range of a history index (migration 6) per part, newest
+    /// first, and stops after a page: the account's calls, the identity's incoming calls, its
+    /// outgoing calls, or both of the latter merged (a call to oneself only once). The indexes are
+    /// named, so a later index cannot silently turn a page into a scan.
+    ///
+    /// A `states` filter is checked row by row, and a rare state must not keep the connection (and
+    /// every ring waiting for it) busy reading a week of calls. So each part first finds, from the
+    /// index alone, where its window of ``window`` calls ends, and the page reads only above the
+    /// newest of those ends; when it is not full, the next page starts there.
+    ///
+    /// The statements have few shapes whatever the filters (the connection keeps each distinct
+    /// text prepared): the range is always bound, as two `(created_at, id)` bounds, and the states
+    /// as a full list.
+    struct HistoryStatements: Sendable {
+        /// A place in the `(created_at, id)` order of the history indexes, as stored.
+        struct Bound: Comparable, Sendable {
+            var millis: Int
+            var id: String
+
+            static func < (lhs: Self, rhs: Self) -> Bool {
+                // Call ids are ASCII, where String order is SQLite's byte order.
+                (lhs.millis, lhs.id) < (rhs.millis, rhs.id)
+            }
+        }
+
+        /// One part: an index, the equality terms it serves and their values, and a term only the
+        /// page checks.
+        struct Part: Sendable {
+            var index: String
+            var condition: String
+            var binds: [SQLiteData]
+            var pageOnly = ""
+            var pageOnlyBinds: [SQLiteData] = []
+        }
+
+        /// Most calls a page with a `states` filter looks at, per part.
+        static let window = 1000
+
+        /// One statement per part finding where its window ends; none without a `states` filter.
+        private(set) var windows: [(String, [SQLiteData])] = []
+        private var parts: [Part]
+        private var since: Bound
+        private var upper: Bound
+        private var stateFilter = ""
+        private var stateBinds: [SQLiteData] = []
+        private var limit: Int
+
+        private static let range = " AND (created_at, id) >= (?, ?) AND (created_at, id) < (?, ?)"
+        private static let order = " ORDER BY created_at DESC, id DESC"
+
+        init(accountID: String, query history: CallHistoryQuery) {
+            limit = history.limit
+            // The tighter of `until` and the cursor; `(until, '')` comes before every call of that millisecond.
+            upper = Bound(millis: Int.max, id: "")
+            if let until = history.until { upper = Bound(millis: until.millis, id: "") }
+            if let after = history.after { upper = min(upper, Bound(millis: after.createdAt.millis, id: after.id)) }
+            since = Bound(millis: history.since?.millis ?? Int.min, id: "")
+            if let identity = history.identity {
+                let incoming = Part(
+                    index: "calls_callee_history", condition: "account_id = ? AND callee = ?", binds: [.text(accountID), .text(identity)])
+                var outgoing = Part(
+                    index: "calls_caller_history", condition: "account_id = ? AND caller = ? AND source = 'native'",
+                    binds: [.text(accountID), .text(identity)])
+                switch history.direction {
+                case .incoming?: parts = [incoming]
+                case .outgoing?: parts = [outgoing]
+                case nil:
+                    // A call to oneself comes once, as incoming.
+                    outgoing.pageOnly = " AND callee <> ?"
+                    outgoing.pageOnlyBinds = [.text(identity)]
+                    parts = [incoming, outgoing]
+                }
+            } else {
+                parts = [Part(index: "calls_account_history", condition: "account_id = ?", binds: [.text(accountID)])]
+            }
+            let states = history.states.map(\.rawValue).sorted()
+            if let first = states.first {
+                // Padded with repeats to every state's count: one statement text for any selection.
+                let padded = states + Array(repeating: first, count: CallState.allCases.count - states.count)
+                stateFilter = " AND state IN (\(Array(repeating: "?", count: padded.count).joined(separator: ", ")))"
+                stateBinds = padded.map(SQLiteData.text)
+                windows = parts.map { part in
+                    (
+                        "SELECT created_at, id FROM calls INDEXED BY \(part.index) WHERE \(part.condition)\(Self.range)\(Self.order) LIMIT 1 OFFSET ?",
+                        part.binds + rangeBinds(from: since) + [.integer(Self.window - 1)]
+                    )
+                }
+            }
+        }
+
+        private func rangeBinds(from lower: Bound) -> [SQLiteData] {
+            [.integer(lower.millis), .text(lower.id), .integer(upper.millis), .text(upper.id)]
+        }
+
+        /// The page's statement, reading only calls at or above `windowEnd` when there is one.
+        func page(after windowEnd: Bound?) -> (String, [SQLiteData]) {
+            let lower = max(since, windowEnd ?? since)
+            let fetch = SQLiteData.integer(limit + 1)
+            let selects = parts.map { part in
+                (
+                    "SELECT \(SQLiteStore.callColumns) FROM calls INDEXED BY \(part.index) WHERE \(part.condition)\(part.pageOnly)\(Self.range)"
+                        + "\(stateFilter)\(Self.order) LIMIT ?",
+                    part.binds + part.pageOnlyBinds + rangeBinds(from: lower) + stateBinds + [fetch]
+                )
+            }
+            guard selects.count > 1 else { return selects[0] }
+            let merged = selects.map { "SELECT * FROM (\($0.0))" }.joined(separator: " UNION ALL ") + Self.order + " LIMIT ?"
+            return (merged, selects.flatMap(\.1) + [fetch])
+        }
     }
 
     /// How long delivery records wait before they are written. A ring's planned records and their

@@ -85,6 +85,9 @@ public struct CallResource: Sendable, Hashable, Codable {
     public var endReason: String?
     /// The identity whose command ended it (absent for a ring timeout).
     public var endedBy: String?
+    /// How long the conversation lasted, from `answeredAt` to `endedAt` in whole seconds
+    /// (rounded): only for a call that was answered and has ended. Absent from servers before it.
+    public var durationSeconds: Int?
     /// One entry per device rung. Present in `GET /v1/calls/{id}`; absent inside WebSocket events.
     public var deliveries: [DeliveryResource]?
 
@@ -92,7 +95,8 @@ public struct CallResource: Sendable, Hashable, Codable {
     public init(
         id: String, source: String, state: String, from: String?, displayName: String? = nil, to: String, media: String = "audio",
         metadata: JSONValue? = nil, createdAt: Date, ringEndsAt: Date, updatedAt: Date, answeredAt: Date? = nil, answeredBy: String? = nil,
-        endedAt: Date? = nil, endReason: String? = nil, endedBy: String? = nil, deliveries: [DeliveryResource]?
+        endedAt: Date? = nil, endReason: String? = nil, endedBy: String? = nil, durationSeconds: Int? = nil,
+        deliveries: [DeliveryResource]?
     ) {
         self.id = id
         self.source = source
@@ -110,7 +114,24 @@ public struct CallResource: Sendable, Hashable, Codable {
         self.endedAt = endedAt
         self.endReason = endReason
         self.endedBy = endedBy
+        self.durationSeconds = durationSeconds
         self.deliveries = deliveries
+    }
+}
+
+/// `GET /v1/calls` answer: one page of the call history, newest first.
+public struct CallList: Sendable, Hashable, Codable {
+    /// This page. The calls carry no `deliveries`; `GET /v1/calls/{id}` has them.
+    public var data: [CallResource]
+    /// Pass as `cursor` (with the same filters) for the next page; absent on the last page. With a
+    /// `state` filter the server looks at a bounded number of calls per page, so a page can be
+    /// short, even empty, and still have a next one.
+    public var nextCursor: String?
+
+    /// Creates the body.
+    public init(data: [CallResource], nextCursor: String?) {
+        self.data = data
+        self.nextCursor = nextCursor
     }
 }
 

@@ -1,7 +1,7 @@
 import Foundation
 
 // Hand-written coding for what every call sends and reads: live events, acks and commands, the
-// calls body and the call resource answering it, the invite inside a push. Foundation's
+// calls body and the call resource answering it (alone, or a page of them), the invite inside a push. Foundation's
 // JSONEncoder and JSONDecoder cost tens of microseconds for each. Both paths give exactly what the
 // Codable conformances give (tests compare them byte for byte); anything unusual goes to the
 // Codable path, which also words the errors.
@@ -73,6 +73,17 @@ extension CallResource: JSONTextEncodable {
     public var jsonText: String {
         var out = JSONText(capacity: 512)
         out.callResource(self)
+        return out.text
+    }
+}
+
+extension CallList: JSONTextEncodable {
+    public var jsonText: String {
+        var out = JSONText(capacity: 64 + 512 * data.count)
+        out.object { members in
+            members.member("data") { $0.array(data) { $0.callResource($1) } }
+            if let nextCursor { members.member("nextCursor") { $0.string(nextCursor) } }
+        }
         return out.text
     }
 }
@@ -229,6 +240,7 @@ struct JSONText {
             members.member("createdAt") { $0.date(call.createdAt) }
             if let deliveries = call.deliveries { members.member("deliveries") { $0.array(deliveries) { $0.deliveryResource($1) } } }
             if let displayName = call.displayName { members.member("displayName") { $0.string(displayName) } }
+            if let durationSeconds = call.durationSeconds { members.member("durationSeconds") { $0.raw(String(durationSeconds)) } }
             if let endReason = call.endReason { members.member("endReason") { $0.string(endReason) } }
             if let endedAt = call.endedAt { members.member("endedAt") { $0.date(endedAt) } }
             if let endedBy = call.endedBy { members.member("endedBy") { $0.string(endedBy) } }

@@ -17,7 +17,7 @@ struct LiveFrameCodingTests {
         }
     }
 
-    @Test("Call resources, deliveries, webhook answers and invites are written byte for byte as JSONEncoder writes them")
+    @Test("Call resources, call pages, deliveries, webhook answers and invites are written byte for byte as JSONEncoder writes them")
     func resourcesMatchJSONEncoder() throws {
         var random = SeededGenerator(seed: 0xDE11)
         let encoder = JSONEncoder.ringRelay
@@ -39,7 +39,11 @@ struct LiveFrameCodingTests {
                 media: Self.maybe(&random) { Self.randomString(using: &$0) }, sentAt: Self.randomDate(using: &random),
                 expiresAt: Self.randomDate(using: &random), metadata: Self.maybe(&random) { Self.randomJSON(depth: 0, using: &$0) },
                 calleeBusy: Self.maybe(&random) { Bool.random(using: &$0) }, sealed: Self.maybe(&random) { Self.randomString(using: &$0) })
-            guard try check(event, index), try check(event.call, index), try check(webhook, index), try check(invite, index) else { break }
+            let page = CallList(
+                data: (0..<Int.random(in: 0..<4, using: &random)).map { _ in Self.randomEvent(using: &random).call },
+                nextCursor: Self.maybe(&random) { Self.randomString(using: &$0) })
+            guard try check(event, index), try check(event.call, index), try check(webhook, index), try check(invite, index), try check(page, index)
+            else { break }
         }
     }
 
@@ -230,7 +234,8 @@ struct LiveFrameCodingTests {
             createdAt: randomDate(using: &random), ringEndsAt: randomDate(using: &random), updatedAt: randomDate(using: &random),
             answeredAt: maybe(&random) { randomDate(using: &$0) }, answeredBy: maybe(&random) { randomString(using: &$0) },
             endedAt: maybe(&random) { randomDate(using: &$0) }, endReason: maybe(&random) { randomString(using: &$0) },
-            endedBy: maybe(&random) { randomString(using: &$0) }, deliveries: nil)
+            endedBy: maybe(&random) { randomString(using: &$0) }, durationSeconds: maybe(&random) { Int.random(in: 0...100_000, using: &$0) },
+            deliveries: nil)
         return CallEvent(
             type: CallEventType.allCases.randomElement(using: &random)!, eventId: randomString(using: &random), callId: randomString(using: &random),
             call: call, sentAt: randomDate(using: &random), reason: maybe(&random) { randomString(using: &$0) },

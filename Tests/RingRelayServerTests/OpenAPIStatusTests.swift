@@ -210,6 +210,20 @@ import Testing
             "POST /v1/calls": Fixture(
                 body: #"{"from":"alice","to":"bob"}"#, expect: .created,
                 extra: [Probe("callee without devices", .token(.apiKey), body: .text(#"{"from":"alice","to":"nobody"}"#))]),
+            "GET /v1/calls": Fixture(
+                expect: .ok,
+                extra: [
+                    Probe("limit out of range", .token(.apiKey), query: "?limit=101", expect: .unprocessableContent),
+                    Probe("cursor not issued here", .token(.apiKey), query: "?cursor=bogus", expect: .unprocessableContent),
+                    Probe("unknown state", .token(.apiKey), query: "?state=done", expect: .unprocessableContent),
+                    Probe("since not a time", .token(.apiKey), query: "?since=yesterday", expect: .unprocessableContent),
+                    Probe("direction without identity", .token(.apiKey), query: "?direction=incoming", expect: .unprocessableContent),
+                    Probe("another identity's calls", .token(.accessToken), query: "?identity=bob", expect: .forbidden),
+                    Probe(
+                        "every filter", .token(.accessToken),
+                        query: "?direction=outgoing&state=ringing,accepted&since=2020-01-01T00:00:00Z&until=2099-01-01T00:00:00Z&limit=100",
+                        expect: .ok),
+                ]),
             "GET /v1/calls/{callId}": Fixture(expect: .ok),
             // Router tests cannot upgrade: the valid request is refused as a plain GET (websocket_required).
             "GET /v1/connect": Fixture(

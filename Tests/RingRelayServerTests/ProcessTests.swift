@@ -441,6 +441,49 @@ import Testing
         #expect(try await server.waitForExit() == 0)
     }
 
+    /// `ringrelay calls list`: the history as a table, one page at a time or all of it, and as JSON.
+    @Test func callsListReadsTheHistory() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try ServerProcess(["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken], directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let (_, accountData) = try await Self.request(.POST, url + "/v1/accounts", token: adminToken, body: #"{"name":"history"}"#)
+        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+        // An FCM binding makes Bob reachable; without FCM credentials nothing leaves the machine.
+        #expect(try await Self.request(.POST, url + "/v1/bindings", token: key, body: #"{"identity":"bob","type":"fcm","token":"bob-fcm"}"#).0 == 201)
+        var ids: [String] = []
+        for _ in 0..<3 {
+            let (status, data) = try await Self.request(.POST, url + "/v1/calls", token: key, body: #"{"from":"alice","to":"bob"}"#)
+            #expect(status == 201, "\(String(decoding: data, as: UTF8.self))")
+            ids.append(try JSONDecoder.ringRelay.decode(CallResource.self, from: data).id)
+        }
+        let withKey = ["RINGRELAY_URL": url, "RINGRELAY_TOKEN": key]
+
+        let json = try await ServerProcess.run(["calls", "list", "--identity", "bob", "--json"], directory: directory.path, environment: withKey)
+        #expect(json.status == 0, "\(json.stderr)")
+        let page = try JSONDecoder.ringRelay.decode(CallList.self, from: Data(json.stdout.utf8))
+        #expect(Set(page.data.map(\.id)) == Set(ids))
+        #expect(page.data.allSatisfy { $0.from == "alice" && $0.to == "bob" && $0.state == "ringing" })
+
+        let firstPage = try await ServerProcess.run(["calls", "list", "--limit", "2"], directory: directory.path, environment: withKey)
+        #expect(firstPage.status == 0, "\(firstPage.stderr)")
+        #expect(firstPage.stdout.contains("ANSWERED BY"))
+        #expect(firstPage.stdout.contains("More calls: --cursor "))
+        let everything = try await ServerProcess.run(
+            ["calls", "list", "--limit", "2", "--all", "--direction", "outgoing", "--identity", "alice", "--state", "ringing"],
+            directory: directory.path, environment: withKey)
+        #expect(everything.status == 0, "\(everything.stderr)")
+        #expect(ids.allSatisfy(everything.stdout.contains))
+        #expect(!everything.stdout.contains("More calls"))
+
+        let invalid = try await ServerProcess.run(["calls", "list", "--since", "yesterday"], directory: directory.path, environment: withKey)
+        #expect(invalid.status == 1)
+        #expect(invalid.stderr.contains("invalid_parameter"))
+
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+    }
+
     /// The README's APNs walk-through: the simulator, a server pointed at it, and a test push.
     @Test func testPushThroughTheSimulatorFromTheCommandLine() async throws {
         let directory = try TemporaryDirectory()

@@ -89,6 +89,65 @@ import Testing
         }
     }
 
+    /// `recentCalls` reads the identity's history page by page, newest first, with its filters.
+    @Test func recentCallsReadsTheIdentitysHistory() async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.device("alice", "a1")
+            let bob = try await world.device("bob", "b1")
+            // Alice gives up on three calls to Bob.
+            var cancelled: [String] = []
+            for _ in 0..<3 {
+                let outgoing = try await alice.client.startCall(to: "bob")
+                let ringing = try await bob.incomingCall(outgoing.uuid)
+                try await outgoing.end()
+                #expect(await eventually { ringing.state == .ended(.remoteEnded) })
+                cancelled.append(try #require(outgoing.serverCallId))
+                world.clock.advance(by: 1)
+            }
+            // Bob calls Alice; she answers and he hangs up 7 s later.
+            let answeredSince = world.clock.now
+            let outgoing = try await bob.client.startCall(to: "alice")
+            let ringing = try await alice.incomingCall(outgoing.uuid)
+            try await ringing.answer()
+            #expect(await eventually { outgoing.state == .connected })
+            world.clock.advance(by: 7)
+            try await outgoing.end()
+            #expect(await eventually { ringing.state == .ended(.remoteEnded) })
+            let answered = try #require(outgoing.serverCallId)
+
+            // Two pages of two, newest first.
+            let first = try await alice.client.recentCalls(limit: 2)
+            let cursor = try #require(first.nextCursor)
+            let second = try await alice.client.recentCalls(limit: 2, cursor: cursor)
+            #expect(second.nextCursor == nil)
+            #expect((first.data + second.data).map(\.id) == [answered] + cancelled.reversed())
+
+            let placed = try await alice.client.recentCalls(direction: .outgoing, states: [.cancelled, .missed])
+            #expect(placed.data.map(\.id) == cancelled.reversed())
+            #expect(placed.data.allSatisfy { $0.endReason == "cancelled" && $0.endedBy == "alice" && $0.durationSeconds == nil })
+            let received = try await alice.client.recentCalls(direction: .incoming, since: answeredSince)
+            let call = try #require(received.data.first)
+            #expect(received.data.count == 1)
+            #expect(call.id == answered)
+            #expect(call.answeredBy == "a1")
+            #expect(call.durationSeconds == 7)
+            #expect(call.endReason == "hangup")
+            #expect(call.endedBy == "bob")
+            #expect(try await alice.client.recentCalls(until: answeredSince).data.map(\.id) == cancelled.reversed())
+            // Bob's history is his own: the same four calls, seen from his side.
+            #expect(try await bob.client.recentCalls(direction: .incoming).data.map(\.id) == cancelled.reversed())
+
+            do {
+                _ = try await alice.client.recentCalls(limit: 0)
+                Issue.record("limit 0 was accepted")
+            } catch let error as RingRelayError {
+                #expect(error.serverError?.kind == .unprocessable)
+                #expect(error.serverError?.code.rawValue == "invalid_parameter")
+            }
+            for device in [alice, bob] { await device.client.disconnect() }
+        }
+    }
+
     @Test func aCancelWhileOfflineIsReplayedOnReconnect() async throws {
         try await Self.withWorld { world in
             let alice = try await world.device("alice", "a1")

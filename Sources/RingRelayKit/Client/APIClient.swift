@@ -25,6 +25,13 @@ struct APIClient: CallSignaling {
         try await send("POST", ["v1", "calls", callId, command.rawValue])
     }
 
+    // MARK: History
+
+    /// `GET /v1/calls`: one page of this identity's calls, newest first.
+    func recentCalls(_ query: CallHistoryQuery) async throws(RingRelayError) -> CallList {
+        try decode(try await perform("GET", ["v1", "calls"], query: query.queryItems, body: nil))
+    }
+
     // MARK: Bindings
 
     func createBinding(_ request: BindingRequest) async throws(RingRelayError) -> BindingResource {
@@ -63,9 +70,12 @@ struct APIClient: CallSignaling {
 
     /// Sends a request with the current token, and once more with a fresh token after a 401.
     /// - Returns: a 2xx response.
-    private func perform(_ method: String, _ path: [String], body: Data?) async throws(RingRelayError) -> HTTPResponse {
+    private func perform(_ method: String, _ path: [String], query: [URLQueryItem] = [], body: Data?) async throws(RingRelayError)
+        -> HTTPResponse
+    {
         var url = baseURL
         for component in path { url.append(path: component) }
+        if !query.isEmpty { url.append(queryItems: query) }
         var retried = false
         while true {
             let token = try await tokens.current()

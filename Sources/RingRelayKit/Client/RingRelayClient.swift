@@ -119,6 +119,39 @@ public actor RingRelayClient {
         try await api.fetchCall(id: id)
     }
 
+    /// This identity's call history, newest first, one page at a time: the calls it placed and
+    /// the calls that rang it, on any of its devices, with who answered (`answeredBy`, a device
+    /// id), how each ended (`state`, `endReason`, `endedBy`) and how long it lasted
+    /// (`durationSeconds`). Deliveries are left out; ``fetchCall(id:)`` has them. With `states`, a
+    /// page can be short, even empty, while `nextCursor` is set: the server looks at a bounded
+    /// number of calls per page.
+    ///
+    /// ```swift
+    /// var page = try await client.recentCalls(direction: .incoming, states: [.missed])
+    /// var missed = page.data
+    /// while missed.count < 20, let cursor = page.nextCursor {
+    ///     page = try await client.recentCalls(cursor: cursor, direction: .incoming, states: [.missed])
+    ///     missed += page.data
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - limit: page size, 1–100 (the server's default is 50).
+    ///   - cursor: `nextCursor` of the previous page, with the same filters.
+    ///   - direction: only calls this identity received, or only those it placed.
+    ///   - states: only calls in one of these states; empty for all.
+    ///   - since: only calls created at or after this time.
+    ///   - until: only calls created before this time.
+    /// - Throws: ``RingRelayError/server(_:)`` with 422 for a value out of range or a cursor the
+    ///   server did not issue.
+    public func recentCalls(
+        limit: Int? = nil, cursor: String? = nil, direction: CallDirection? = nil, states: Set<CallRecordState> = [],
+        since: Date? = nil, until: Date? = nil
+    ) async throws(RingRelayError) -> CallList {
+        try await api.recentCalls(
+            CallHistoryQuery(limit: limit, cursor: cursor, direction: direction, states: states, since: since, until: until))
+    }
+
     // MARK: Bindings
 
     /// Registers a push token for this device, replacing the binding of an older token of the

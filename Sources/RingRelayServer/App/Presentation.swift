@@ -71,7 +71,7 @@ extension CallResource {
             to: call.callee, media: call.media.rawValue, metadata: call.metadata.flatMap { JSONValue(parsing: $0.utf8) ?? (try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8))) },
             createdAt: call.createdAt, ringEndsAt: call.ringDeadline, updatedAt: call.updatedAt, answeredAt: call.answeredAt,
             answeredBy: call.answeredBy, endedAt: call.endedAt, endReason: call.endReason?.rawValue, endedBy: call.endedBy,
-            deliveries: deliveries?.map(DeliveryResource.init))
+            durationSeconds: call.talkTime.map { Int($0.rounded()) }, deliveries: deliveries?.map(DeliveryResource.init))
     }
 }
 
@@ -85,8 +85,33 @@ enum Cursor {
         guard let data = Data(base64URLEncoded: cursor), let id = String(data: data, encoding: .utf8),
             ResourceID.isValid(id, prefix: prefix)
         else {
-            throw RingRelayError(.unprocessable, code: .invalidCursor, "The cursor is not one this server issued; pass nextCursor from the previous page unchanged.")
+            throw invalid
         }
         return id
     }
+
+    /// A call history cursor: base64url of `<created_at in Unix milliseconds>:<call id>` of the
+    /// page's last call, since the history is ordered by creation time first.
+    static func encode(_ position: CallHistoryPosition) -> String {
+        let millis = Int64((position.createdAt.timeIntervalSince1970 * 1000).rounded())
+        return encode("\(millis):\(position.id)")
+    }
+
+    /// Reads a call history cursor; anything but one ``encode(_:)-(CallHistoryPosition)`` wrote
+    /// (a binding cursor, an edited one) is `422 invalid_cursor`.
+    static func decodeCallPosition(_ cursor: String) throws(RingRelayError) -> CallHistoryPosition {
+        guard let data = Data(base64URLEncoded: cursor), let text = String(data: data, encoding: .utf8),
+            let colon = text.firstIndex(of: ":")
+        else { throw invalid }
+        let digits = text[..<colon]
+        let id = String(text[text.index(after: colon)...])
+        // Up to 15 digits: any millisecond until the year 33658, and never an overflow.
+        guard (1...15).contains(digits.count), digits.allSatisfy({ $0.isASCII && $0.isNumber }), let millis = Int64(digits),
+            ResourceID.isValid(id, prefix: ResourceID.call)
+        else { throw invalid }
+        return CallHistoryPosition(createdAt: Date(timeIntervalSince1970: TimeInterval(millis) / 1000), id: id)
+    }
+
+    private static let invalid = RingRelayError(
+        .unprocessable, code: .invalidCursor, "The cursor is not one this server issued; pass nextCursor from the previous page unchanged.")
 }

@@ -79,7 +79,7 @@ struct BindingsController {
         let parameters = request.uri.queryParameters
         var query = BindingQuery()
         if let identity = parameters["identity"].map(String.init) {
-            query.identity = try Self.identityParameter(identity)
+            query.identity = try QueryParameter.identity(identity)
         }
         if let own = scope.identity {
             if let requested = query.identity, requested != own {
@@ -89,21 +89,18 @@ struct BindingsController {
         }
         if let text = parameters["type"].map(String.init) {
             guard let type = BindingType(rawValue: text) else {
-                throw Self.invalidParameter("type", "must be one of \(BindingType.allCases.map(\.rawValue).joined(separator: ", ")).")
+                throw QueryParameter.invalid("type", "must be one of \(BindingType.allCases.map(\.rawValue).joined(separator: ", ")).")
             }
             query.type = type
         }
         if let text = parameters["status"].map(String.init) {
             guard let status = BindingStatus(rawValue: text) else {
-                throw Self.invalidParameter("status", "must be 'active' or 'invalid'.")
+                throw QueryParameter.invalid("status", "must be 'active' or 'invalid'.")
             }
             query.status = status
         }
         if let text = parameters["limit"].map(String.init) {
-            guard let limit = Int(text), (1...BindingQuery.maxLimit).contains(limit) else {
-                throw Self.invalidParameter("limit", "must be a whole number from 1 to \(BindingQuery.maxLimit).")
-            }
-            query.limit = limit
+            query.limit = try QueryParameter.limit(text, max: BindingQuery.maxLimit)
         }
         if let cursor = parameters["cursor"].map(String.init) {
             query.after = try Cursor.decode(cursor, prefix: ResourceID.binding)
@@ -136,7 +133,7 @@ struct BindingsController {
         guard let parameter = request.uri.queryParameters["identity"].map(String.init) else {
             throw RingRelayError(.unprocessable, code: .missingParameter, "Pass ?identity= to delete every binding of that identity.")
         }
-        let identity = try Self.identityParameter(parameter)
+        let identity = try QueryParameter.identity(parameter)
         let deleted = try await store.deleteBindings(accountID: accountID, identity: identity)
         hub.closeUnbound(accountID: accountID, identity: identity, deviceIDs: nil)
         context.logger.info("identity bindings deleted", metadata: ["bindings.deleted": .stringConvertible(deleted)])
@@ -195,19 +192,5 @@ struct BindingsController {
         context.logger.info(
             "binding batch", metadata: ["batch.upserts": .stringConvertible(upserts.count), "batch.deletes": .stringConvertible(deletes.count)])
         return JSONResponse(BindingBatchResponse(upsert: upsertResults, delete: deleteResults))
-    }
-
-    /// Checks `?identity=` with the identity rules, reported as a query-parameter error.
-    private static func identityParameter(_ identity: String) throws(RingRelayError) -> String {
-        do {
-            try BindingRules.validateIdentity(identity)
-        } catch {
-            throw invalidParameter("identity", "must be 1–\(BindingRules.maxIdentityLength) bytes as UTF-8, without control, format or line-separator characters.")
-        }
-        return identity
-    }
-
-    private static func invalidParameter(_ name: String, _ why: String) -> RingRelayError {
-        RingRelayError(.unprocessable, code: .invalidParameter, "The query parameter '\(name)' is invalid: \(why)")
     }
 }

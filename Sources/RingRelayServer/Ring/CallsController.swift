@@ -5,7 +5,8 @@ import NIOCore
 import RingRelayCore
 import RingRelayWire
 
-/// `/v1/calls`: native calls, their commands, and every call's record with its deliveries.
+/// `/v1/calls`: native calls, their commands, every call's record with its deliveries, and the
+/// call history (see `CallsController+History.swift`).
 struct CallsController {
     let store: any DataStore
     let calls: CallService
@@ -22,6 +23,7 @@ struct CallsController {
 
     func register(on router: Router<RingRelayRequestContext>) {
         router.post("/v1/calls") { request, context in try await start(request, context) }
+        router.get("/v1/calls") { request, context in try await history(request, context) }
         router.get("/v1/calls/:callId") { _, context in try await get(context) }
         for command in CallCommand.allCases {
             router.post("/v1/calls/:callId/\(command.rawValue)") { request, context in

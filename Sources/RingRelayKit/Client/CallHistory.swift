@@ -1,0 +1,44 @@
+import Foundation
+import RingRelayWire
+
+/// A call's state as the server records it: the `state` of a `CallResource`.
+public enum CallRecordState: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Devices are being rung.
+    case ringing
+    /// A callee device answered; the call is in progress.
+    case accepted
+    /// A callee device declined.
+    case rejected
+    /// The caller gave up before an answer.
+    case cancelled
+    /// An answered call finished.
+    case ended
+    /// Nobody answered within the ring timeout.
+    case missed
+    /// No device of the callee could be reached; nothing rang.
+    case unreachable
+}
+
+/// The filters of ``RingRelayClient/recentCalls(limit:cursor:direction:states:since:until:)``, as
+/// `GET /v1/calls` takes them.
+struct CallHistoryQuery: Sendable, Hashable {
+    var limit: Int?
+    var cursor: String?
+    var direction: CallDirection?
+    var states: Set<CallRecordState> = []
+    var since: Date?
+    var until: Date?
+
+    /// The query string's items, times in UTC with milliseconds (no `+` to encode).
+    var queryItems: [URLQueryItem] {
+        var items: [URLQueryItem] = []
+        let time = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        if let direction { items.append(URLQueryItem(name: "direction", value: direction.rawValue)) }
+        if !states.isEmpty { items.append(URLQueryItem(name: "state", value: states.map(\.rawValue).sorted().joined(separator: ","))) }
+        if let since { items.append(URLQueryItem(name: "since", value: since.formatted(time))) }
+        if let until { items.append(URLQueryItem(name: "until", value: until.formatted(time))) }
+        if let limit { items.append(URLQueryItem(name: "limit", value: String(limit))) }
+        if let cursor { items.append(URLQueryItem(name: "cursor", value: cursor)) }
+        return items
+    }
+}
