@@ -206,7 +206,11 @@ public enum CallRules {
             events.append(PlannedEvent(kind: .missed, identity: call.callee, devices: .all, reason: "unanswered"))
             toCaller(.ended, reason: "unanswered")
         case .ended:
-            events.append(PlannedEvent(kind: .ended, identity: call.callee, devices: .all, reason: "hangup"))
+            // Only the devices in the call: the callee's other devices were told
+            // `call.answered_elsewhere` when it was accepted, and hear nothing more of it.
+            if let answeredBy = call.answeredBy {
+                events.append(PlannedEvent(kind: .ended, identity: call.callee, devices: .only(answeredBy), reason: "hangup"))
+            }
             toCaller(.ended, reason: "hangup")
         case .ringing, .unreachable:
             break

@@ -79,8 +79,10 @@ import Testing
     }
 
     @Test func everyChangeTellsTheRightDevices() {
-        func events(_ state: CallState, acting: String? = "b1", source: CallSource = .native) -> [String] {
-            CallRules.events(after: Self.call(state, source: source), actingDevice: acting).map { event in
+        func events(_ state: CallState, acting: String? = "b1", source: CallSource = .native, answeredBy: String? = nil) -> [String] {
+            var call = Self.call(state, source: source)
+            call.answeredBy = answeredBy
+            return CallRules.events(after: call, actingDevice: acting).map { event in
                 let devices =
                     switch event.devices {
                     case .all: "*"
@@ -100,7 +102,11 @@ import Testing
             ])
         #expect(events(.cancelled, acting: "a1") == ["call.cancelled→bob/*/cancelled", "call.cancelled→alice/*/cancelled"])
         #expect(events(.missed, acting: nil) == ["call.missed→bob/*/unanswered", "call.ended→alice/*/unanswered"])
-        #expect(events(.ended) == ["call.ended→bob/*/hangup", "call.ended→alice/*/hangup"])
+        // The end reaches only the devices in the call: the caller's and the one that answered
+        // (the callee's others were told answered_elsewhere, their one ending).
+        #expect(events(.ended, answeredBy: "b1") == ["call.ended→bob/b1/hangup", "call.ended→alice/*/hangup"])
+        #expect(events(.ended, acting: "a1", answeredBy: "b2") == ["call.ended→bob/b2/hangup", "call.ended→alice/*/hangup"])
+        #expect(events(.ended, acting: nil, answeredBy: nil) == ["call.ended→alice/*/hangup"])
         // An account accepting for nobody in particular: every callee device was answered elsewhere.
         #expect(events(.accepted, acting: nil) == ["call.answered_elsewhere→bob/*/answered_elsewhere", "call.accepted→alice/*/-"])
         // Provider calls have no caller identity to tell.

@@ -60,6 +60,11 @@ final class LiveDevice: Sendable {
         return device
     }
 
+    /// Every call event received so far, in order.
+    var events: [CallEvent] {
+        state.withLock { state in state.frames.compactMap { if case .event(let event) = $0 { event } else { nil } } }
+    }
+
     /// Every text frame received so far, as sent.
     var texts: [String] { state.withLock { $0.texts } }
 
