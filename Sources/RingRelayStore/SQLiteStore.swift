@@ -28,6 +28,8 @@ public final class SQLiteStore: DataStore {
     private let bindingCache = BindingCache()
     private let keyCache = KeyCache()
     private let backlog = DeliveryBacklog()
+    /// Callers of ``flushDeliveries()`` waiting for the next write, and whether a writer runs.
+    private let flushes = Mutex<(waiting: [CheckedContinuation<Void, any Error>], writing: Bool)>(([], false))
     private let callCache = CallCache()
     /// Set once the connection is closed; read and written only while holding ``mutex``.
     private let isClosed = Mutex(false)
@@ -803,9 +805,39 @@ extension SQLiteStore {
     }
 
     public func flushDeliveries() async throws {
-        // Always through the mutex, even with nothing waiting: records another caller drained are
-        // being written under it, and are committed once it is ours.
-        try await locked { connection in self.writeBacklog(on: connection) }
+        // Group commit: the caller's records are in the backlog already; it waits for the next
+        // write to start and finish. One writer at a time takes everyone waiting when it starts,
+        // so under load one statement and one commit serve many rings, and a ring never takes
+        // the connection for its own records.
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let startWriter = flushes.withLock { flushes in
+                flushes.waiting.append(continuation)
+                defer { flushes.writing = true }
+                return !flushes.writing
+            }
+            if startWriter { Task { await self.writeFlushes() } }
+        }
+    }
+
+    /// Writes the backlog for whoever waits in ``flushDeliveries()``, round after round, until
+    /// nobody does.
+    private func writeFlushes() async {
+        while true {
+            let waiting = flushes.withLock { flushes in
+                defer { flushes.waiting.removeAll(keepingCapacity: true) }
+                if flushes.waiting.isEmpty { flushes.writing = false }
+                return flushes.waiting
+            }
+            guard !waiting.isEmpty else { return }
+            do {
+                // Through the mutex even when the backlog is empty: records another writer drained
+                // are being written under it, and are committed once it is ours.
+                try await locked { connection in self.writeBacklog(on: connection) }
+                for continuation in waiting { continuation.resume() }
+            } catch {
+                for continuation in waiting { continuation.resume(throwing: error) }
+            }
+        }
     }
 
     public func deliveries(callID: String) async throws -> [Delivery] {
