@@ -46,6 +46,27 @@ public enum CallEndReason: String, Sendable, Hashable, CaseIterable, Codable {
     case unanswered
     /// A participant hung up an accepted call.
     case hangup
+    /// The callee was in another call and the caller asked not to ring then (`ifBusy: reject`).
+    case busy
+}
+
+/// What a call does when its callee is already in an accepted call.
+public enum BusyPolicy: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Ring anyway, with `calleeBusy: true`: the callee's app offers call waiting.
+    case ring
+    /// Do not ring: the call ends at once as `rejected` with reason `busy`.
+    case reject
+}
+
+/// An account's defaults for the calls it places (`/v1/settings/calls`); each call may override them.
+public struct CallDefaults: Sendable, Hashable {
+    /// What a call to a busy callee does.
+    public var ifBusy: BusyPolicy
+
+    /// Creates defaults; the built-in ones ring a busy callee.
+    public init(ifBusy: BusyPolicy = .ring) {
+        self.ifBusy = ifBusy
+    }
 }
 
 /// One incoming call and the ring it caused.

@@ -159,6 +159,11 @@ public enum CallRules {
         }
     }
 
+    /// The change that refuses a new call whose callee is busy (`ifBusy: reject`), before it rings.
+    public static func busy(_ call: Call, at now: Date) -> CallChange {
+        CallChange(id: call.id, accountID: call.accountID, from: [.ringing], to: .rejected, at: now, beforeDeadline: false, endReason: .busy)
+    }
+
     /// The change that ends an unanswered ring.
     public static func timeout(_ call: Call, at now: Date) -> CallChange {
         CallChange(id: call.id, accountID: call.accountID, from: [.ringing], to: .missed, at: now, beforeDeadline: false, endReason: .unanswered)
@@ -196,6 +201,9 @@ public enum CallRules {
         case .accepted:
             toCallee(.accepted, others: .answeredElsewhere, reason: nil, othersReason: "answered_elsewhere")
             toCaller(.accepted, reason: nil)
+        case .rejected where call.endReason == .busy:
+            // Refused for a busy callee before anything rang: only the caller hears of it.
+            toCaller(.rejected, reason: "busy")
         case .rejected:
             toCallee(.rejected, others: .declinedElsewhere, reason: "declined", othersReason: "declined_elsewhere")
             toCaller(.rejected, reason: "declined")

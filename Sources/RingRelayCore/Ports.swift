@@ -17,6 +17,10 @@ public protocol AccountStore: Sendable {
     func revokeKey(accountID: String, keyID: String, at date: Date) async throws -> Bool
     /// The unrevoked key with this secret hash, or `nil`.
     func activeKey(secretHash: String) async throws -> APIKeyRecord?
+    /// The account's call defaults (the built-in ones until it sets its own).
+    func callDefaults(accountID: String) async throws -> CallDefaults
+    /// Replaces the account's call defaults.
+    func setCallDefaults(_ defaults: CallDefaults, accountID: String) async throws
 }
 
 /// Device bindings.

@@ -201,5 +201,15 @@ extension Migration {
                 "CREATE INDEX calls_callee_history ON calls(account_id, callee, created_at, id)",
                 "CREATE INDEX calls_caller_history ON calls(account_id, caller, created_at, id) WHERE source = 'native'",
             ]),
+        Migration(
+            version: 7, name: "account call defaults",
+            statements: [
+                """
+                CREATE TABLE account_call_defaults (
+                    account_id TEXT PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+                    if_busy TEXT NOT NULL
+                ) STRICT
+                """
+            ]),
     ]
 }

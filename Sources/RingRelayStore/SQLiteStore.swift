@@ -340,6 +340,17 @@ extension SQLiteStore {
         return key
     }
 
+    public func callDefaults(accountID: String) async throws -> CallDefaults {
+        let row = try await query("SELECT if_busy FROM account_call_defaults WHERE account_id = ?", [.text(accountID)]).first
+        return CallDefaults(ifBusy: row.flatMap { BusyPolicy(rawValue: $0.string("if_busy")) } ?? .ring)
+    }
+
+    public func setCallDefaults(_ defaults: CallDefaults, accountID: String) async throws {
+        _ = try await query(
+            "INSERT INTO account_call_defaults (account_id, if_busy) VALUES (?, ?) ON CONFLICT (account_id) DO UPDATE SET if_busy = excluded.if_busy",
+            [.text(accountID), .text(defaults.ifBusy.rawValue)])
+    }
+
     private static let insertKeySQL =
         "INSERT INTO api_keys (id, account_id, secret_hash, hint, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)"
 

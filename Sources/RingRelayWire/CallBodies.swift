@@ -152,13 +152,16 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     public var displayName: String?
     /// End-to-end encrypted invites for `apns_alert` bindings, one per binding.
     public var sealed: [SealedInvite]?
+    /// `ring` or `reject`: what to do when the callee is in another call; the account's default
+    /// (`/v1/settings/calls`) when absent.
+    public var ifBusy: String?
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case from, to, media, ringTimeoutSeconds, metadata, displayName, sealed }
+    enum CodingKeys: String, CodingKey, CaseIterable { case from, to, media, ringTimeoutSeconds, metadata, displayName, sealed, ifBusy }
 
     /// Creates a request.
     public init(
         from: String? = nil, to: String, media: String? = nil, ringTimeoutSeconds: Int? = nil, metadata: JSONValue? = nil,
-        displayName: String? = nil, sealed: [SealedInvite]? = nil
+        displayName: String? = nil, sealed: [SealedInvite]? = nil, ifBusy: String? = nil
     ) {
         self.from = from
         self.to = to
@@ -167,6 +170,7 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
         self.metadata = metadata
         self.displayName = displayName
         self.sealed = sealed
+        self.ifBusy = ifBusy
     }
 
     public init(from decoder: any Decoder) throws {
@@ -178,6 +182,7 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
         metadata = try container.decodeIfPresent(JSONValue.self, forKey: .metadata)
         displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
         sealed = try container.decodeIfPresent([SealedInvite].self, forKey: .sealed)
+        ifBusy = try container.decodeIfPresent(String.self, forKey: .ifBusy)
     }
 }
 
@@ -242,4 +247,22 @@ public struct WebhookIgnoredResponse: Sendable, Hashable, Codable {
 
     /// Creates the body.
     public init(ignored: String) { self.ignored = ignored }
+}
+
+/// `GET` and `PATCH /v1/settings/calls`: the account's defaults for the calls it places.
+public struct CallSettings: Sendable, Hashable, Codable {
+    /// `ring` (the default) or `reject`: what a call to a callee in another call does.
+    public var ifBusy: String?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case ifBusy }
+
+    /// Creates the body.
+    public init(ifBusy: String? = nil) {
+        self.ifBusy = ifBusy
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
+        ifBusy = try container.decodeIfPresent(String.self, forKey: .ifBusy)
+    }
 }

@@ -435,7 +435,8 @@ extension CreateCallRequest {
             default: nil
             }
         }
-        guard let from = string("from"), let media = string("media"), let displayName = string("displayName") else { return nil }
+        guard let from = string("from"), let media = string("media"), let displayName = string("displayName"), let ifBusy = string("ifBusy")
+        else { return nil }
         var ringTimeoutSeconds: Int?
         switch members["ringTimeoutSeconds"] {
         case nil, .null: break
@@ -448,8 +449,10 @@ extension CreateCallRequest {
             case nil, .null: nil
             case let value?: value
             }
-        self.init(from: from, to: to, media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata, displayName: displayName)
+        self.init(
+            from: from, to: to, media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata, displayName: displayName,
+            ifBusy: ifBusy)
     }
 
-    private static let fastKeys: Set<String> = ["from", "to", "media", "ringTimeoutSeconds", "metadata", "displayName"]
+    private static let fastKeys: Set<String> = ["from", "to", "media", "ringTimeoutSeconds", "metadata", "displayName", "ifBusy"]
 }

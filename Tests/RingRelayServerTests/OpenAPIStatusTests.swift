@@ -225,6 +225,10 @@ import Testing
                         expect: .ok),
                 ]),
             "GET /v1/calls/{callId}": Fixture(expect: .ok),
+            "GET /v1/settings/calls": Fixture(expect: .ok),
+            "PATCH /v1/settings/calls": Fixture(
+                body: #"{"ifBusy":"ring"}"#, expect: .ok,
+                extra: [Probe("unknown policy", .token(.apiKey), body: .text(#"{"ifBusy":"sometimes"}"#), expect: .unprocessableContent)]),
             // Router tests cannot upgrade: the valid request is refused as a plain GET (websocket_required).
             "GET /v1/connect": Fixture(
                 expect: .badRequest,

@@ -27,7 +27,7 @@ import Testing
         try await first.close()
 
         let second = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
-        #expect(try await second.schemaVersion() == 6)
+        #expect(try await second.schemaVersion() == 7)
         #expect(try await second.listAccounts() == [account])
         #expect(try await second.activeKey(secretHash: "h")?.id == key.id)
         #expect(try await second.binding(id: created.binding.id, accountID: account.id, identity: nil) == created.binding)

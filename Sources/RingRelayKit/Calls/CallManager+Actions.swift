@@ -172,6 +172,10 @@ extension CallManager {
         holdConnectedCalls(except: call)
         systemUI.reportOutgoingCallStarted(OutgoingCallReport(uuid: call.uuid, callee: call.remote, hasVideo: call.media == .video))
         call.announceRinging()
+        if resource.state == "rejected" {
+            // Refused before it rang (the callee is busy and the call asked not to ring then).
+            _ = finish(call, reason: CallEndReason(outgoingRejection: resource.endReason), reportToSystem: true)
+        }
         return call
     }
 }

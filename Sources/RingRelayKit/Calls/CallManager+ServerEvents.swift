@@ -26,7 +26,7 @@ extension CallManager {
             guard let call = call(serverCallId: event.callId) else { return }
             // To the caller: the callee declined. To the declining device: its own decline.
             if call.direction == .outgoing {
-                finish(call, reason: .remoteEnded, reportToSystem: true)
+                finish(call, reason: CallEndReason(outgoingRejection: event.reason), reportToSystem: true)
             } else {
                 finish(call, reason: nil, reportToSystem: true)
             }

@@ -76,11 +76,18 @@ extension CallEndReason {
     init?(serverReason: String) {
         switch serverReason {
         case "cancelled", "hangup", "declined": self = .remoteEnded
-        case "unanswered": self = .unanswered
+        case "unanswered", "busy": self = .unanswered
         case "answered_elsewhere": self = .answeredElsewhere
         case "declined_elsewhere": self = .declinedElsewhere
         default: return nil
         }
+    }
+
+    /// Why an outgoing call the callee's side refused ended: declined reads as the remote end
+    /// ending it; busy (the callee was in another call and the call asked not to ring then) as
+    /// unanswered, the nearest system-call-UI ending (CallKit has no "busy").
+    init(outgoingRejection reason: String?) {
+        self = reason == "busy" ? .unanswered : .remoteEnded
     }
 
     /// Why a call that the server no longer shows as ringing should stop ringing here.

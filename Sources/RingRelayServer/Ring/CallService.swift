@@ -52,6 +52,7 @@ struct CallService: Sendable {
                 name, field: "displayName", maxCharacters: Self.maxDisplayNameLength, maxBytes: Self.maxDisplayNameBytes)
         }
         let sealed = try Self.sealed(request.sealed ?? [])
+        let ifBusy = try request.ifBusy.map(Self.busyPolicy)
 
         let now = clock.now
         let call = Call(
@@ -63,9 +64,16 @@ struct CallService: Sendable {
         case .existing(let existing):
             result = try await ringer.replay(existing)
         case .created(let created, let busy):
-            // The invite tells the callee's app whether it is busy, which creating the call found out.
-            let content = Self.content(for: call, metadata: request.metadata, calleeBusy: busy, sealed: sealed, sentAt: now)
-            result = try await ringer.ring(created, calleeBusy: busy, content: content, waitAtMost: nil)
+            // The account's default is read only when it matters: the callee is in a call.
+            var policy = ifBusy ?? .ring
+            if busy, ifBusy == nil { policy = try await store.callDefaults(accountID: scope.accountID).ifBusy }
+            if busy, policy == .reject {
+                result = try await refuseBusy(created)
+            } else {
+                // The invite tells the callee's app whether it is busy, which creating the call found out.
+                let content = Self.content(for: call, metadata: request.metadata, calleeBusy: busy, sealed: sealed, sentAt: now)
+                result = try await ringer.ring(created, calleeBusy: busy, content: content, waitAtMost: nil)
+            }
         }
         if result.call.state == .unreachable {
             throw RingRelayError(
@@ -73,6 +81,19 @@ struct CallService: Sendable {
                 "The identity '\(request.to)' has no live connection and no active binding in this account.")
         }
         return result
+    }
+
+    /// Ends a new call whose callee is busy before anything rings (`ifBusy: reject`): `rejected`
+    /// with reason `busy`, told to the caller's devices only.
+    private func refuseBusy(_ call: Call) async throws -> Ringer.Result {
+        guard let refused = try await store.transitionCall(CallRules.busy(call, at: clock.now)) else {
+            // Something changed the call in between (nothing rang, so hardly): report it as it is.
+            return Ringer.Result(call: try await store.call(id: call.id, accountID: call.accountID) ?? call, deliveries: [], replayed: false)
+        }
+        logger.info("callee busy; not ringing", metadata: ["account.id": .string(call.accountID), "call.id": .string(call.id)])
+        record(refused)
+        hub.publish(CallRules.events(after: refused, actingDevice: nil), call: refused)
+        return Ringer.Result(call: refused, deliveries: [], replayed: false)
     }
 
     /// The ring in every channel's form: the native invite for VoIP and FCM, sealed invites for
@@ -166,6 +187,11 @@ struct CallService: Sendable {
         return media
     }
 
+    static func busyPolicy(_ text: String) throws(RingRelayError) -> BusyPolicy {
+        guard let policy = BusyPolicy(rawValue: text) else { throw .invalidField("ifBusy", "must be 'ring' or 'reject'.") }
+        return policy
+    }
+
     private static func metadata(_ value: JSONValue?) throws(RingRelayError) -> String? {
         guard let value else { return nil }
         guard value.objectValue != nil else { throw .invalidField("metadata", "must be a JSON object.") }
@@ -193,3 +219,4 @@ struct CallService: Sendable {
         return boxes
     }
 }
+
