@@ -28,11 +28,11 @@ public final class SQLiteStore: DataStore {
     private let bindingCache = BindingCache()
     private let keyCache = KeyCache()
     private let backlog = DeliveryBacklog()
-    /// Calls waiting for ``createCall(_:)``'s next round, and whether a writer runs.
-    private let callInserts = Mutex<(waiting: [(call: Call, continuation: CheckedContinuation<CallCreation, any Error>)], writing: Bool)>(
-        ([], false))
-    /// Callers of ``flushDeliveries()`` waiting for the next write, and whether a writer runs.
-    private let flushes = Mutex<(waiting: [CheckedContinuation<Void, any Error>], writing: Bool)>(([], false))
+    /// ``createCall(_:)``'s rounds: calls that arrive while a round is written go in the next,
+    /// one transaction.
+    private let callInserts = GroupCommit<Call, CallCreation>()
+    /// ``flushDeliveries()``'s rounds: one write of the backlog for everyone waiting.
+    private let deliveryFlushes = GroupCommit<Void, Void>()
     private let callCache = CallCache()
     /// Set once the connection is closed; read and written only while holding ``mutex``.
     private let isClosed = Mutex(false)
@@ -598,50 +598,33 @@ extension SQLiteStore {
         "id, call_id, binding_id, device_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
 
     public func createCall(_ call: Call) async throws -> CallCreation {
-        // Group commit: calls arriving while a write runs go in the next one, a transaction of
-        // their own statements. Each commit writes the pages it changed once, so under load the
-        // call indexes' pages are written once per batch, not once per call (the history indexes
-        // made that a sixth of a webhook's CPU).
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<CallCreation, any Error>) in
-            let startWriter = callInserts.withLock { inserts in
-                inserts.waiting.append((call, continuation))
-                defer { inserts.writing = true }
-                return !inserts.writing
-            }
-            if startWriter { Task { await self.writeCallInserts() } }
-        }
+        // Group commit: calls arriving while a round is written go in the next one, a transaction
+        // of their own statements. Each commit writes the pages it changed once, so under load
+        // the call indexes' pages are written once per round, not once per call (the history
+        // indexes had made that a sixth of a webhook's CPU).
+        try await callInserts.submit(call) { calls in await self.insertCalls(calls) }
     }
 
-    /// Inserts the waiting calls, round after round, until none wait: one at a time as a statement
-    /// of its own, several in one transaction. One call's failure is its own; a failed commit fails
-    /// the round.
-    private func writeCallInserts() async {
-        while true {
-            let round = callInserts.withLock { inserts in
-                defer { inserts.waiting.removeAll(keepingCapacity: true) }
-                if inserts.waiting.isEmpty { inserts.writing = false }
-                return inserts.waiting
-            }
-            guard !round.isEmpty else { return }
-            do {
-                let results = try await locked { connection -> [Result<CallCreation, any Error>] in
-                    guard round.count > 1 else { return [Result { try self.insertCall(round[0].call, on: connection) }] }
-                    _ = try connection.query("BEGIN IMMEDIATE")
-                    let results = round.map { item in Result { try self.insertCall(item.call, on: connection) } }
-                    do {
-                        _ = try connection.query("COMMIT")
-                    } catch {
-                        _ = try? connection.query("ROLLBACK")
-                        // The cache may hold calls of the round that are not in the file.
-                        self.callCache.forgetAll()
-                        throw error
-                    }
-                    return results
+    /// Inserts one round of calls: alone as a statement of its own, several in one transaction.
+    /// One call's failure is its own; a failed commit fails the round.
+    private func insertCalls(_ calls: [Call]) async -> [Result<CallCreation, any Error>] {
+        do {
+            return try await locked { connection in
+                guard calls.count > 1 else { return [Result { try self.insertCall(calls[0], on: connection) }] }
+                _ = try connection.query("BEGIN IMMEDIATE")
+                let results = calls.map { call in Result { try self.insertCall(call, on: connection) } }
+                do {
+                    _ = try connection.query("COMMIT")
+                } catch {
+                    _ = try? connection.query("ROLLBACK")
+                    // The cache may hold calls of the round that are not in the file.
+                    self.callCache.forgetAll()
+                    throw error
                 }
-                for (item, result) in zip(round, results) { item.continuation.resume(with: result) }
-            } catch {
-                for item in round { item.continuation.resume(throwing: error) }
+                return results
             }
+        } catch {
+            return calls.map { _ in .failure(error) }
         }
     }
 
@@ -856,48 +839,32 @@ extension SQLiteStore {
                 try await mutex.withLock { [connection] in
                     // A closed store wrote its backlog while closing.
                     guard !self.isClosed.withLock({ $0 }) else { return }
-                    self.writeBacklog(on: connection)
+                    self.writeBacklog(on: connection, endingSchedule: true)
                     self.checkpointIfDue()
                 }
             } catch {
+                // The next record schedules another write.
+                backlog.endSchedule()
                 logger.error("could not record deliveries", metadata: ["error.cause": .string("\(error)")])
             }
         }
     }
 
     public func flushDeliveries() async throws {
-        // Group commit: the caller's records are in the backlog already; it waits for the next
-        // write to start and finish. One writer at a time takes everyone waiting when it starts,
-        // so under load one statement and one commit serve many rings, and a ring never takes
-        // the connection for its own records.
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let startWriter = flushes.withLock { flushes in
-                flushes.waiting.append(continuation)
-                defer { flushes.writing = true }
-                return !flushes.writing
-            }
-            if startWriter { Task { await self.writeFlushes() } }
-        }
+        // Group commit: the caller's records are in the backlog already; one write of the backlog
+        // serves everyone waiting when it starts.
+        try await deliveryFlushes.submit(()) { round in await self.writeFlushRound(round) }
     }
 
-    /// Writes the backlog for whoever waits in ``flushDeliveries()``, round after round, until
-    /// nobody does.
-    private func writeFlushes() async {
-        while true {
-            let waiting = flushes.withLock { flushes in
-                defer { flushes.waiting.removeAll(keepingCapacity: true) }
-                if flushes.waiting.isEmpty { flushes.writing = false }
-                return flushes.waiting
-            }
-            guard !waiting.isEmpty else { return }
-            do {
-                // Through the mutex even when the backlog is empty: records another writer drained
-                // are being written under it, and are committed once it is ours.
-                try await locked { connection in self.writeBacklog(on: connection) }
-                for continuation in waiting { continuation.resume() }
-            } catch {
-                for continuation in waiting { continuation.resume(throwing: error) }
-            }
+    /// Writes the backlog for one round of ``flushDeliveries()`` callers.
+    private func writeFlushRound(_ round: [Void]) async -> [Result<Void, any Error>] {
+        do {
+            // Through the mutex even when the backlog is empty: records another writer drained
+            // are being written under it, and are committed once it is ours.
+            try await locked { connection in self.writeBacklog(on: connection) }
+            return round.map { .success($0) }
+        } catch {
+            return round.map { _ in .failure(error) }
         }
     }
 
@@ -922,8 +889,8 @@ extension SQLiteStore {
     ///
     /// A chunk the database refuses (its call was deleted meanwhile, say) is retried a row at a
     /// time, so one orphan does not lose its neighbours.
-    private func writeBacklog(on connection: SQLiteHandle) {
-        let waiting = backlog.drain()
+    private func writeBacklog(on connection: SQLiteHandle, endingSchedule: Bool = false) {
+        let waiting = backlog.drain(endingSchedule: endingSchedule)
         var start = waiting.startIndex
         while start < waiting.endIndex {
             let chunk = waiting[start..<min(start + 200, waiting.endIndex)]

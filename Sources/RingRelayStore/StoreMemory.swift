@@ -119,13 +119,22 @@ final class DeliveryBacklog: Sendable {
         }
     }
 
-    /// Takes every waiting record, oldest first; the next ``add(_:)`` schedules a new write.
-    func drain() -> [Delivery] {
+    /// The scheduled write could not run: the next ``add(_:)`` schedules another.
+    func endSchedule() {
+        state.withLock { $0.scheduled = false }
+    }
+
+    /// Takes every waiting record, oldest first.
+    ///
+    /// - Parameter endingSchedule: the scheduled write is draining: the next ``add(_:)``
+    ///   schedules a new one. Other drains (a flush, a read) leave the scheduled write to come,
+    ///   so records keep riding on it instead of each drain causing another.
+    func drain(endingSchedule: Bool) -> [Delivery] {
         state.withLock { state in
             let drained = state.order.compactMap { state.latest[$0] }
             state.order.removeAll(keepingCapacity: true)
             state.latest.removeAll(keepingCapacity: true)
-            state.scheduled = false
+            if endingSchedule { state.scheduled = false }
             return drained
         }
     }

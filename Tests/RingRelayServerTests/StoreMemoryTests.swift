@@ -139,6 +139,42 @@ import Testing
         try await store.close()
     }
 
+    /// Calls created at once are committed in rounds (group commit); each still gets its own
+    /// answer: one `created` per notification id, the same call as `existing` for its repeats,
+    /// and every call in the file afterwards.
+    @Test func callsCreatedAtOnceEachGetTheirOwnAnswer() async throws {
+        let opened = try await open()
+        defer { opened.directory.remove() }
+        let store = opened.store
+        let now = Date()
+        let outcomes = try await withThrowingTaskGroup(of: (String, CallCreation).self) { group in
+            for index in 0..<300 {
+                group.addTask {
+                    let notification = "notification-\(index % 100)"  // each one three times
+                    let call = Call(
+                        id: ResourceID.make(ResourceID.call), accountID: opened.account.id, source: .twilio, caller: "client:alice", callee: "bob",
+                        state: .ringing, externalID: notification, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+                    return (notification, try await store.createCall(call))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        var created: [String: String] = [:]
+        var repeats: [(String, String)] = []
+        for (notification, outcome) in outcomes {
+            switch outcome {
+            case .created(let call, _):
+                #expect(created.updateValue(call.id, forKey: notification) == nil, "\(notification) created twice")
+            case .existing(let call): repeats.append((notification, call.id))
+            }
+        }
+        #expect(created.count == 100)
+        #expect(repeats.count == 200)
+        #expect(repeats.allSatisfy { created[$0.0] == $0.1 }, "a repeat answered with another call")
+        for id in created.values { #expect(try await store.call(id: id, accountID: opened.account.id) != nil) }
+        try await store.close()
+    }
+
     @Test func deliveryRecordsAreReadBackAtOnceAndSurviveClosing() async throws {
         let opened = try await open()
         defer { opened.directory.remove() }
