@@ -197,6 +197,53 @@ import Testing
         }
     }
 
+    /// Twilio's own library (twilio-python's RequestValidator, installed by scripts/test) signs a
+    /// notification the way Twilio does, and the server accepts it; and it accepts the signature
+    /// the tests' own signer makes for the same URL, so the suite's signer is not a private dialect.
+    @Test func twilioOwnLibrarySignsWhatTheServerAccepts() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 6))"}"#, token: key)
+            let body = Self.twilioBody(messageID: "WBlibrary")
+            let script = """
+                import sys
+                from twilio.request_validator import RequestValidator
+                token, base, body, ours = sys.argv[1:5]
+                validator = RequestValidator(token)
+                url = base + "?bodySHA256=" + validator.compute_hash(body)
+                print(url)
+                print(validator.compute_signature(url, {}))
+                print(validator.validate(url, body, ours))
+                """
+            let base = "http://\(Self.host)/v1/webhooks/twilio/\(accountID)"
+            let ours = Self.twilioSignature(url: base + "?bodySHA256=\(Self.sha256(Array(body.utf8)))")
+            let lines = try Self.python(script, arguments: [Self.twilioToken, base, body, ours]).split(separator: "\n").map(String.init)
+            try #require(lines.count == 3, "twilio-python answered \(lines)")
+            #expect(lines[2] == "True", "twilio-python refused the tests' own signature")
+            let path = String(lines[0].dropFirst("http://\(Self.host)".count))
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            headers[HTTPField.Name("X-Twilio-Signature")!] = lines[1]
+            let response = try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body))
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            #expect(await Self.received(simulator, atLeast: 1).count == 1)
+        }
+    }
+
+    /// Runs a Python script and returns what it printed.
+    static func python(_ script: String, arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     @Test func credentialChangesApplyAtOnceDespiteTheCache() async throws {
         try await TestServer.withPushServer { server, simulator, client, key in
             let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
