@@ -201,5 +201,12 @@ extension Migration {
                 "CREATE INDEX calls_callee_history ON calls(account_id, callee, created_at, id)",
                 "CREATE INDEX calls_caller_history ON calls(account_id, caller, created_at, id) WHERE source = 'native'",
             ]),
+        Migration(
+            version: 7, name: "caller avatar URL",
+            statements: [
+                // POST /v1/calls takes avatarUrl beside displayName; GET /v1/calls/{id} and every
+                // live event about the call show it.
+                "ALTER TABLE calls ADD COLUMN caller_avatar_url TEXT"
+            ]),
     ]
 }
