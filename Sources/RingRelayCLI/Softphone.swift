@@ -32,6 +32,7 @@ struct PhoneEvent: Encodable, Sendable {
     var from: String?
     var to: String?
     var displayName: String?
+    var avatarUrl: String?
     var media: String?
     var state: String?
     var reason: String?
@@ -157,6 +158,7 @@ final class TerminalCallUI: SystemCallUI {
         var event = PhoneEvent("incoming", callId: callId, uuid: report.uuid)
         event.from = report.caller.identity
         event.displayName = report.caller.displayName
+        event.avatarUrl = report.caller.avatarURL?.absoluteString
         event.media = report.hasVideo ? "video" : "audio"
         event.state = call?.state.name ?? "ringing"
         output.emit(
@@ -219,8 +221,15 @@ final class TerminalCallUI: SystemCallUI {
         return "\(call.remote) [\(call.callId ?? "no id")]"
     }
 
-    private static func describe(_ party: CallParty) -> String {
-        party.displayName.map { "\($0) (\(party.identity))" } ?? party.identity
+    /// `Alice (alice)`, `alice`, or with a picture `Alice (alice, avatar https://…)`.
+    static func describe(_ party: CallParty) -> String {
+        let avatar = party.avatarURL.map { "avatar \($0.absoluteString)" }
+        return switch (party.displayName, avatar) {
+        case (let name?, let avatar?): "\(name) (\(party.identity), \(avatar))"
+        case (let name?, nil): "\(name) (\(party.identity))"
+        case (nil, let avatar?): "\(party.identity) (\(avatar))"
+        case (nil, nil): party.identity
+        }
     }
 }
 
@@ -278,7 +287,14 @@ final class Softphone: Sendable {
     /// Connects and runs until `q`, end of a terminal's input, or an element of `quit`; then
     /// hangs up the calls in progress and disconnects.
     func run(until quit: AsyncStream<String>) async {
-        client.calls.onIncomingCall = { [self] call in incoming(call) }
+        let observation = client.calls.addObserver { [self] event in
+            switch event {
+            case .incomingCall(let call): incoming(call)
+            case .stateChanged(let call, .connected): armHangup(call)
+            default: break
+            }
+        }
+        defer { observation.cancel() }
         let watcher = Task { await watchConnection() }
         await client.connect()
         let commands = Self.inputLines()
@@ -339,9 +355,8 @@ final class Softphone: Sendable {
 
     // MARK: Calls
 
-    /// A new incoming call: the script answers or rejects it; every call may be hung up by it.
+    /// A new incoming call: the script answers or rejects it.
     private func incoming(_ call: Call) {
-        watch(call)
         if script.autoReject {
             Task { await act(on: call, "reject") { try await call.reject() } }
         } else if let delay = script.autoAnswer {
@@ -353,22 +368,19 @@ final class Softphone: Sendable {
         }
     }
 
-    /// Arms `--hangup-after` for a call.
-    private func watch(_ call: Call) {
+    /// A call connected (answered, or resumed): `--hangup-after` hangs it up that long after.
+    private func armHangup(_ call: Call) {
         guard let hangupAfter = script.hangupAfter else { return }
-        call.onConnected = { [self] in
-            Task {
-                try? await Task.sleep(for: hangupAfter)
-                guard call.state.isInProgress else { return }
-                await act(on: call, "hang up") { try await call.end() }
-            }
+        Task {
+            try? await Task.sleep(for: hangupAfter)
+            guard call.state.isInProgress else { return }
+            await act(on: call, "hang up") { try await call.end() }
         }
     }
 
     private func placeCall(to callee: String) async {
         do {
-            let call = try await client.startCall(to: callee, media: script.media)
-            watch(call)
+            _ = try await client.startCall(to: callee, media: script.media)
         } catch {
             reportError("Could not call \(callee): \(Self.describe(error))", callId: nil)
         }

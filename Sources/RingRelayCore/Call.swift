@@ -82,6 +82,8 @@ public struct Call: Sendable, Hashable {
     public var caller: String?
     /// The caller's display name, when given.
     public var callerName: String?
+    /// The caller's picture, an `https` URL, when given (native calls only).
+    public var callerAvatarURL: String?
     /// The identity being rung.
     public var callee: String
     /// Audio or video.
@@ -112,7 +114,8 @@ public struct Call: Sendable, Hashable {
 
     /// Creates a call.
     public init(
-        id: String, accountID: String, source: CallSource, caller: String?, callerName: String? = nil, callee: String,
+        id: String, accountID: String, source: CallSource, caller: String?, callerName: String? = nil, callerAvatarURL: String? = nil,
+        callee: String,
         media: CallMedia = .audio, metadata: String? = nil, state: CallState, externalID: String?, createdAt: Date, ringDeadline: Date,
         updatedAt: Date, answeredAt: Date? = nil, answeredBy: String? = nil, endedAt: Date? = nil, endReason: CallEndReason? = nil,
         endedBy: String? = nil
@@ -122,6 +125,7 @@ public struct Call: Sendable, Hashable {
         self.source = source
         self.caller = caller
         self.callerName = callerName
+        self.callerAvatarURL = callerAvatarURL
         self.callee = callee
         self.media = media
         self.metadata = metadata

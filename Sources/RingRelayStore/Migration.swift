@@ -211,5 +211,12 @@ extension Migration {
                 ) STRICT
                 """
             ]),
+        Migration(
+            version: 8, name: "caller avatar URL",
+            statements: [
+                // POST /v1/calls takes avatarUrl beside displayName; GET /v1/calls/{id} and every
+                // live event about the call show it.
+                "ALTER TABLE calls ADD COLUMN caller_avatar_url TEXT"
+            ]),
     ]
 }

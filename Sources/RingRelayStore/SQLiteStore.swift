@@ -592,7 +592,7 @@ extension Date {
 extension SQLiteStore {
     fileprivate static let callColumns = """
         id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \
-        answered_at, answered_by, ended_at, end_reason, ended_by
+        answered_at, answered_by, ended_at, end_reason, ended_by, caller_avatar_url
         """
     private static let deliveryColumns =
         "id, call_id, binding_id, device_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
@@ -635,7 +635,7 @@ extension SQLiteStore {
         // callee is in an accepted call (as callee, or as the caller of a native one).
         let inserted = try connection.query(
             """
-            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT DO NOTHING
             -- ?2 is the account, ?5 the callee, as bound for the VALUES. The accepted-call
             -- indexes are named: the history indexes (migration 6) also start with the account
@@ -655,6 +655,7 @@ extension SQLiteStore {
                 .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis), .optionalText(call.callerName),
                 .text(call.media.rawValue), .optionalText(call.metadata), .optionalDate(call.answeredAt), .optionalText(call.answeredBy),
                 .optionalDate(call.endedAt), .optionalText(call.endReason?.rawValue), .optionalText(call.endedBy),
+                .optionalText(call.callerAvatarURL),
             ])
         if let row = inserted.first {
             self.callCache.put(call)
@@ -1005,7 +1006,8 @@ extension SQLiteStore {
         }
         return Call(
             id: row.string("id"), accountID: row.string("account_id"), source: source, caller: row.optionalString("caller"),
-            callerName: row.optionalString("caller_name"), callee: row.string("callee"), media: media,
+            callerName: row.optionalString("caller_name"), callerAvatarURL: row.optionalString("caller_avatar_url"),
+            callee: row.string("callee"), media: media,
             metadata: row.optionalString("metadata"), state: state, externalID: row.optionalString("external_id"),
             createdAt: row.date("created_at"), ringDeadline: row.date("ring_deadline"), updatedAt: row.date("updated_at"),
             answeredAt: row.optionalDate("answered_at"), answeredBy: row.optionalString("answered_by"), endedAt: row.optionalDate("ended_at"),

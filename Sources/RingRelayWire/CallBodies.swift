@@ -63,6 +63,8 @@ public struct CallResource: Sendable, Hashable, Codable {
     public var from: String?
     /// The caller's display name, when the caller gave one.
     public var displayName: String?
+    /// The caller's picture, an `https` URL, when the caller gave one (see ``AvatarURLRules``).
+    public var avatarUrl: String?
     /// The identity rung.
     public var to: String
     /// `audio` or `video`.
@@ -93,9 +95,9 @@ public struct CallResource: Sendable, Hashable, Codable {
 
     /// Creates the body.
     public init(
-        id: String, source: String, state: String, from: String?, displayName: String? = nil, to: String, media: String = "audio",
-        metadata: JSONValue? = nil, createdAt: Date, ringEndsAt: Date, updatedAt: Date, answeredAt: Date? = nil, answeredBy: String? = nil,
-        endedAt: Date? = nil, endReason: String? = nil, endedBy: String? = nil, durationSeconds: Int? = nil,
+        id: String, source: String, state: String, from: String?, displayName: String? = nil, avatarUrl: String? = nil, to: String,
+        media: String = "audio", metadata: JSONValue? = nil, createdAt: Date, ringEndsAt: Date, updatedAt: Date, answeredAt: Date? = nil,
+        answeredBy: String? = nil, endedAt: Date? = nil, endReason: String? = nil, endedBy: String? = nil, durationSeconds: Int? = nil,
         deliveries: [DeliveryResource]?
     ) {
         self.id = id
@@ -103,6 +105,7 @@ public struct CallResource: Sendable, Hashable, Codable {
         self.state = state
         self.from = from
         self.displayName = displayName
+        self.avatarUrl = avatarUrl
         self.to = to
         self.media = media
         self.metadata = metadata
@@ -150,18 +153,21 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     public var metadata: JSONValue?
     /// The caller's name as the callee's call screen should show it.
     public var displayName: String?
+    /// The caller's picture: an absolute `https` URL with a host, at most 1024 bytes (see
+    /// ``AvatarURLRules``). Refused with `sealed`, whose calls the server must not describe in clear.
+    public var avatarUrl: String?
     /// End-to-end encrypted invites for `apns_alert` bindings, one per binding.
     public var sealed: [SealedInvite]?
     /// `ring` or `reject`: what to do when the callee is in another call; the account's default
     /// (`/v1/settings/calls`) when absent.
     public var ifBusy: String?
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case from, to, media, ringTimeoutSeconds, metadata, displayName, sealed, ifBusy }
+    enum CodingKeys: String, CodingKey, CaseIterable { case from, to, media, ringTimeoutSeconds, metadata, displayName, avatarUrl, sealed, ifBusy }
 
     /// Creates a request.
     public init(
         from: String? = nil, to: String, media: String? = nil, ringTimeoutSeconds: Int? = nil, metadata: JSONValue? = nil,
-        displayName: String? = nil, sealed: [SealedInvite]? = nil, ifBusy: String? = nil
+        displayName: String? = nil, avatarUrl: String? = nil, sealed: [SealedInvite]? = nil, ifBusy: String? = nil
     ) {
         self.from = from
         self.to = to
@@ -169,6 +175,7 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
         self.ringTimeoutSeconds = ringTimeoutSeconds
         self.metadata = metadata
         self.displayName = displayName
+        self.avatarUrl = avatarUrl
         self.sealed = sealed
         self.ifBusy = ifBusy
     }
@@ -181,6 +188,7 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
         ringTimeoutSeconds = try container.decodeIfPresent(Int.self, forKey: .ringTimeoutSeconds)
         metadata = try container.decodeIfPresent(JSONValue.self, forKey: .metadata)
         displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
+        avatarUrl = try container.decodeIfPresent(String.self, forKey: .avatarUrl)
         sealed = try container.decodeIfPresent([SealedInvite].self, forKey: .sealed)
         ifBusy = try container.decodeIfPresent(String.self, forKey: .ifBusy)
     }

@@ -109,6 +109,7 @@ extension NativeInvite: JSONTextEncodable {
             if let from {
                 members.member("from") { out in
                     out.object { caller in
+                        if let avatarUrl = from.avatarUrl { caller.member("avatarUrl") { $0.string(avatarUrl) } }
                         if let displayName = from.displayName { caller.member("displayName") { $0.string(displayName) } }
                         caller.member("identity") { $0.string(from.identity) }
                     }
@@ -237,6 +238,7 @@ struct JSONText {
         object { members in
             if let answeredAt = call.answeredAt { members.member("answeredAt") { $0.date(answeredAt) } }
             if let answeredBy = call.answeredBy { members.member("answeredBy") { $0.string(answeredBy) } }
+            if let avatarUrl = call.avatarUrl { members.member("avatarUrl") { $0.string(avatarUrl) } }
             members.member("createdAt") { $0.date(call.createdAt) }
             if let deliveries = call.deliveries { members.member("deliveries") { $0.array(deliveries) { $0.deliveryResource($1) } } }
             if let displayName = call.displayName { members.member("displayName") { $0.string(displayName) } }
@@ -435,7 +437,8 @@ extension CreateCallRequest {
             default: nil
             }
         }
-        guard let from = string("from"), let media = string("media"), let displayName = string("displayName"), let ifBusy = string("ifBusy")
+        guard let from = string("from"), let media = string("media"), let displayName = string("displayName"),
+            let avatarUrl = string("avatarUrl"), let ifBusy = string("ifBusy")
         else { return nil }
         var ringTimeoutSeconds: Int?
         switch members["ringTimeoutSeconds"] {
@@ -451,8 +454,8 @@ extension CreateCallRequest {
             }
         self.init(
             from: from, to: to, media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata, displayName: displayName,
-            ifBusy: ifBusy)
+            avatarUrl: avatarUrl, ifBusy: ifBusy)
     }
 
-    private static let fastKeys: Set<String> = ["from", "to", "media", "ringTimeoutSeconds", "metadata", "displayName", "ifBusy"]
+    private static let fastKeys: Set<String> = ["from", "to", "media", "ringTimeoutSeconds", "metadata", "displayName", "avatarUrl", "ifBusy"]
 }

@@ -5,8 +5,8 @@ import Foundation
 ///
 /// VoIP push (`apns_voip`):
 /// ```json
-/// {"aps":{},"ringrelay":{"v":1,"callId":"call_…","from":{"identity":"alice","displayName":"Alice"},
-///  "media":"audio","sentAt":"…","expiresAt":"…","metadata":{}}}
+/// {"aps":{},"ringrelay":{"v":1,"callId":"call_…","from":{"identity":"alice","displayName":"Alice",
+///  "avatarUrl":"https://…"},"media":"audio","sentAt":"…","expiresAt":"…","metadata":{}}}
 /// ```
 /// FCM (`fcm`) carries the same object as a JSON string under the data key `ringrelay`. An alert
 /// push to a Notification Service Extension (`apns_alert`) carries only `callId`, `sealed`,
@@ -18,11 +18,26 @@ public struct NativeInvite: Sendable, Hashable, Codable {
         public var identity: String
         /// The name to show, when the caller gave one.
         public var displayName: String?
+        /// The caller's picture, an `https` URL, when the caller gave one. A device checks it with
+        /// ``AvatarURLRules`` before using it, as it would any text a push brings.
+        public var avatarUrl: String?
+
+        enum CodingKeys: String, CodingKey { case identity, displayName, avatarUrl }
 
         /// Creates a caller.
-        public init(identity: String, displayName: String? = nil) {
+        public init(identity: String, displayName: String? = nil, avatarUrl: String? = nil) {
             self.identity = identity
             self.displayName = displayName
+            self.avatarUrl = avatarUrl
+        }
+
+        /// Reads a caller. An `avatarUrl` that is not a string is dropped rather than failing the
+        /// invite: a call must ring even when its decoration is wrong.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            identity = try container.decode(String.self, forKey: .identity)
+            displayName = try container.decodeIfPresent(String.self, forKey: .displayName)
+            avatarUrl = try? container.decodeIfPresent(String.self, forKey: .avatarUrl)
         }
     }
 

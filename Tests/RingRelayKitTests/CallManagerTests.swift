@@ -172,7 +172,8 @@ struct CallManagerTests {
     func observers() async throws {
         let manager = CallManager.testing(ui: ui)
         let heard = Mutex<[String]>([])
-        manager.onIncomingCall = { call in
+        let token = manager.addObserver { event in
+            guard case .incomingCall(let call) = event else { return }
             heard.withLock { $0.append("incoming \(call.remote.identity)") }
             call.onRinging = { heard.withLock { $0.append("ringing") } }
             call.onConnected = { heard.withLock { $0.append("connected") } }
@@ -186,6 +187,7 @@ struct CallManagerTests {
         var states: [CallUpdate] = []
         for await update in updates { states.append(update) }
         #expect(states == [.stateChanged(.ringing), .stateChanged(.connecting), .stateChanged(.connected), .stateChanged(.ended(.remoteEnded))])
+        token.cancel()
     }
 
     @Test("Hold and resume need a call in progress")

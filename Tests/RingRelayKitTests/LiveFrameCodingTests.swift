@@ -35,7 +35,11 @@ struct LiveFrameCodingTests {
             let webhook = WebhookRingResponse(callId: Self.randomString(using: &random), deliveries: deliveries)
             let invite = NativeInvite(
                 v: Int.random(in: 0...2, using: &random), callId: Self.randomString(using: &random),
-                from: Self.maybe(&random) { .init(identity: Self.randomString(using: &$0), displayName: Self.maybe(&$0) { Self.randomString(using: &$0) }) },
+                from: Self.maybe(&random) {
+                    .init(
+                        identity: Self.randomString(using: &$0), displayName: Self.maybe(&$0) { Self.randomString(using: &$0) },
+                        avatarUrl: Self.maybe(&$0) { Self.randomAvatarURL(using: &$0) })
+                },
                 media: Self.maybe(&random) { Self.randomString(using: &$0) }, sentAt: Self.randomDate(using: &random),
                 expiresAt: Self.randomDate(using: &random), metadata: Self.maybe(&random) { Self.randomJSON(depth: 0, using: &$0) },
                 calleeBusy: Self.maybe(&random) { Bool.random(using: &$0) }, sealed: Self.maybe(&random) { Self.randomString(using: &$0) })
@@ -45,6 +49,27 @@ struct LiveFrameCodingTests {
             guard try check(event, index), try check(event.call, index), try check(webhook, index), try check(invite, index), try check(page, index)
             else { break }
         }
+    }
+
+    @Test("The caller's avatar is written where JSONEncoder writes it: in the invite's from, in the call beside displayName")
+    func avatarGoldenText() throws {
+        let date = Date(timeIntervalSince1970: 1_893_499_200)
+        let invite = NativeInvite(
+            callId: "call_1", from: .init(identity: "alice", displayName: "Alice", avatarUrl: "https://cdn.example.com/a/alice.png?s=64"),
+            media: "audio", sentAt: date, expiresAt: date)
+        #expect(
+            invite.jsonText
+                == #"{"callId":"call_1","expiresAt":"2030-01-01T12:00:00Z","from":{"avatarUrl":"https://cdn.example.com/a/alice.png?s=64","displayName":"Alice","identity":"alice"},"media":"audio","sentAt":"2030-01-01T12:00:00Z","v":1}"#
+        )
+        #expect(invite.jsonText == String(decoding: try JSONEncoder.ringRelay.encode(invite), as: UTF8.self))
+        let call = CallResource(
+            id: "call_1", source: "native", state: "ringing", from: "alice", displayName: "Alice", avatarUrl: "https://cdn.example.com/a.png",
+            to: "bob", createdAt: date, ringEndsAt: date, updatedAt: date, answeredBy: "b1", deliveries: nil)
+        #expect(
+            call.jsonText
+                == #"{"answeredBy":"b1","avatarUrl":"https://cdn.example.com/a.png","createdAt":"2030-01-01T12:00:00Z","displayName":"Alice","from":"alice","id":"call_1","media":"audio","ringEndsAt":"2030-01-01T12:00:00Z","source":"native","state":"ringing","to":"bob","updatedAt":"2030-01-01T12:00:00Z"}"#
+        )
+        #expect(try JSONDecoder.ringRelay.decode(CallResource.self, from: Data(call.jsonText.utf8)) == call)
     }
 
     @Test("Device frames: what the fast parser reads, JSONDecoder reads the same; the usual frames are read")
@@ -114,7 +139,8 @@ struct LiveFrameCodingTests {
                 from: Self.maybe(&random, text), to: text(&random), media: Self.maybe(&random) { ["audio", "video", text(&$0)].randomElement(using: &$0)! },
                 ringTimeoutSeconds: Self.maybe(&random) { Int.random(in: -10...1_000, using: &$0) },
                 metadata: Self.maybe(&random) { index % 4 < 2 ? .object(["t": .number(Double(Int.random(in: 0...1 << 60, using: &$0)))]) : Self.randomJSON(depth: 0, using: &$0) },
-                displayName: Self.maybe(&random, text))
+                displayName: Self.maybe(&random, text),
+                avatarUrl: Self.maybe(&random) { index % 4 < 2 ? Self.randomAvatarURL(using: &$0) : text(&$0) })
             let canonical = Array(try JSONEncoder.ringRelay.encode(body))
             let bytes = index.isMultiple(of: 2) ? canonical : Self.mutate(canonical, using: &random)
             guard let fast = CreateCallRequest(fastParsing: bytes) else { continue }
@@ -127,10 +153,14 @@ struct LiveFrameCodingTests {
             }
         }
         #expect(recognised > 500, "the fast reader should read most plain bodies")
+        let withAvatar = #"{"to":"bob","displayName":"Alice","avatarUrl":"https://cdn.example.com/a/alice.png?s=64"}"#
+        #expect(
+            CreateCallRequest(fastParsing: Array(withAvatar.utf8))
+                == CreateCallRequest(to: "bob", displayName: "Alice", avatarUrl: "https://cdn.example.com/a/alice.png?s=64"))
         // Left to JSONDecoder: sealed invites, wrong types, unknown fields, a missing callee.
         for text in [
             #"{"to":"bob","sealed":[]}"#, #"{"to":1}"#, #"{"to":"bob","ringTimeoutSeconds":4.5}"#, #"{"to":"bob","ringTimeoutSeconds":"45"}"#,
-            #"{"to":"bob","colour":"red"}"#, #"{"from":"alice"}"#, #"{"to":null}"#, #"["to"]"#,
+            #"{"to":"bob","colour":"red"}"#, #"{"from":"alice"}"#, #"{"to":null}"#, #"["to"]"#, #"{"to":"bob","avatarUrl":1}"#,
         ] {
             #expect(CreateCallRequest(fastParsing: Array(text.utf8)) == nil, "\(text)")
         }
@@ -182,6 +212,14 @@ struct LiveFrameCodingTests {
         return (0..<length).map { _ in alphabet.randomElement(using: &random)! }.joined()
     }
 
+    /// An avatar URL as apps send them (slashes, a query), or now and then one with characters
+    /// the coder must escape.
+    private static func randomAvatarURL(using random: inout SeededGenerator) -> String {
+        let path = (0..<Int.random(in: 0..<3, using: &random)).map { _ in plainString(using: &random) }.joined(separator: "/")
+        let url = "https://cdn.example.com/" + path + (Bool.random(using: &random) ? "?s=128&v=2" : "")
+        return Int.random(in: 0..<8, using: &random) == 0 ? url + randomString(using: &random) : url
+    }
+
     private static func plainString(using random: inout SeededGenerator) -> String {
         let alphabet: [String] = ["a", "Z", "_", "0", "-", "/", " ", "é", "😀", "+"]
         return (0..<Int.random(in: 1..<12, using: &random)).map { _ in alphabet.randomElement(using: &random)! }.joined()
@@ -229,7 +267,8 @@ struct LiveFrameCodingTests {
         let call = CallResource(
             id: randomString(using: &random), source: ["native", "twilio", "webex"].randomElement(using: &random)!,
             state: ["ringing", "accepted"].randomElement(using: &random)!, from: maybe(&random) { randomString(using: &$0) },
-            displayName: maybe(&random) { randomString(using: &$0) }, to: randomString(using: &random),
+            displayName: maybe(&random) { randomString(using: &$0) }, avatarUrl: maybe(&random) { randomAvatarURL(using: &$0) },
+            to: randomString(using: &random),
             media: ["audio", "video"].randomElement(using: &random)!, metadata: maybe(&random) { randomJSON(depth: 0, using: &$0) },
             createdAt: randomDate(using: &random), ringEndsAt: randomDate(using: &random), updatedAt: randomDate(using: &random),
             answeredAt: maybe(&random) { randomDate(using: &$0) }, answeredBy: maybe(&random) { randomString(using: &$0) },

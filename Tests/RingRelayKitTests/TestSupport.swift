@@ -44,6 +44,7 @@ final class RecordingSystemUI: SystemCallUI {
         case ended(UUID, CallEndReason)
         case endedByUser(UUID)
         case held(UUID, Bool)
+        case muted(UUID, Bool)
         case fulfilled(UUID)
         case failed(UUID)
     }
@@ -78,6 +79,7 @@ final class RecordingSystemUI: SystemCallUI {
     func reportCallEnded(uuid: UUID, reason: CallEndReason) { append(.ended(uuid, reason)) }
     func reportCallEndedByUser(uuid: UUID) { append(.endedByUser(uuid)) }
     func reportCallHeld(uuid: UUID, onHold: Bool) { append(.held(uuid, onHold)) }
+    func reportCallMuted(uuid: UUID, muted: Bool) { append(.muted(uuid, muted)) }
     func fulfillAnswer(uuid: UUID) { append(.fulfilled(uuid)) }
     func failAnswer(uuid: UUID) { append(.failed(uuid)) }
 }
@@ -143,31 +145,33 @@ extension CallManager {
 
 /// Builds RingRelay pushes and events.
 enum Make {
-    static func invite(_ callId: String, from identity: String = "alice", expiresAt: Date = Dates.expired, calleeBusy: Bool? = nil)
-        -> [AnyHashable: Any]
-    {
+    static func invite(
+        _ callId: String, from identity: String = "alice", avatarUrl: Any? = nil, expiresAt: Date = Dates.expired, calleeBusy: Bool? = nil
+    ) -> [AnyHashable: Any] {
+        var from: [String: Any] = ["identity": identity, "displayName": identity.capitalized]
+        if let avatarUrl { from["avatarUrl"] = avatarUrl }
         var invite: [String: Any] = [
-            "v": 1, "callId": callId, "from": ["identity": identity, "displayName": identity.capitalized], "media": "audio",
-            "sentAt": iso(Dates.sent), "expiresAt": iso(expiresAt),
+            "v": 1, "callId": callId, "from": from, "media": "audio", "sentAt": iso(Dates.sent), "expiresAt": iso(expiresAt),
         ]
         if let calleeBusy { invite["calleeBusy"] = calleeBusy }
         return ["aps": [String: Any](), "ringrelay": invite]
     }
 
-    static func call(_ callId: String, state: String = "ringing", from: String = "alice", to: String = "bob", answeredBy: String? = nil)
-        -> CallResource
-    {
+    static func call(
+        _ callId: String, state: String = "ringing", from: String = "alice", avatarUrl: String? = nil, to: String = "bob",
+        answeredBy: String? = nil
+    ) -> CallResource {
         CallResource(
-            id: callId, source: "native", state: state, from: from, displayName: from.capitalized, to: to, media: "audio",
+            id: callId, source: "native", state: state, from: from, displayName: from.capitalized, avatarUrl: avatarUrl, to: to, media: "audio",
             createdAt: Dates.sent, ringEndsAt: Dates.expired, updatedAt: Dates.sent, answeredBy: answeredBy, deliveries: nil)
     }
 
     static func event(
-        _ type: CallEventType, _ eventId: String, callId: String, state: String = "ringing", reason: String? = nil, calleeBusy: Bool? = nil,
-        provider: String? = nil, payload: JSONValue? = nil
+        _ type: CallEventType, _ eventId: String, callId: String, state: String = "ringing", avatarUrl: String? = nil, reason: String? = nil,
+        calleeBusy: Bool? = nil, provider: String? = nil, payload: JSONValue? = nil
     ) -> CallEvent {
         CallEvent(
-            type: type, eventId: eventId, callId: callId, call: call(callId, state: state), sentAt: Dates.sent, reason: reason,
+            type: type, eventId: eventId, callId: callId, call: call(callId, state: state, avatarUrl: avatarUrl), sentAt: Dates.sent, reason: reason,
             calleeBusy: calleeBusy, provider: provider, payload: payload)
     }
 

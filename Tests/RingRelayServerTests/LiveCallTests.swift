@@ -326,6 +326,65 @@ import Testing
         }
     }
 
+    /// The caller's picture rides with the call: in every callee device's `call.incoming`, in
+    /// `GET /v1/calls/{id}` (from the store: the caller's own answer comes from what it posted).
+    @Test func theCallersAvatarReachesEveryDeviceAndTheRecord() async throws {
+        try await Self.withWorld(configure: { $0.liveFallback = .seconds(10) }) { world in
+            let bob1 = try await world.connect(world.bob1)
+            let bob2 = try await world.connect(world.bob2)
+            let avatar = "https://cdn.example.com/u/alice.png?size=256&v=3"
+            let call = try await world.call(#"{"to":"bob","displayName":"Alice","avatarUrl":"\#(avatar)"}"#)
+            #expect(call.avatarUrl == avatar)
+            for device in [bob1, bob2] {
+                let ring = try await device.nextEvent()
+                #expect(ring.type == .incoming)
+                #expect(ring.call.avatarUrl == avatar)
+                #expect(ring.call.displayName == "Alice")
+            }
+            for token in [world.alice, world.bob1, world.key] {
+                let record = try await world.client.send(.get, "/v1/calls/\(call.id)", token: token).decode(CallResource.self)
+                #expect(record.avatarUrl == avatar)
+            }
+            // The history shows it too, and a call without one has none.
+            let plain = try await world.call()
+            _ = try await bob1.nextEvent()
+            let history = try await world.client.send(.get, "/v1/calls", token: world.alice).decode(CallList.self)
+            let avatars = Dictionary(uniqueKeysWithValues: history.data.map { ($0.id, $0.avatarUrl) })
+            #expect(avatars == [call.id: avatar, plain.id: nil])
+            for device in [bob1, bob2] { await device.close() }
+        }
+    }
+
+    @Test func aBadOrSealedAvatarIsRefusedBeforeAnythingRings() async throws {
+        try await Self.withWorld { world in
+            let bob = try await world.connect(world.bob1, autoAck: true)
+            let sealed = #""sealed":[{"bindingId":"bnd_x","box":"AAAA"}]"#
+            for avatar in [
+                "http://cdn.example.com/a.png", "ftp://cdn.example.com/a.png", "https://", "https://user:pw@cdn.example.com/a.png",
+                "https://cdn.example.com/a b.png", #"https://cdn.example.com/a\u0000.png"#, #"https://cdn.example.com/\u202egnp.a"#,
+                "/relative/a.png", "", "https://cdn.example.com/" + String(repeating: "x", count: 1001),
+            ] {
+                let body = #"{"to":"bob","avatarUrl":"\#(avatar)"}"#
+                let response = try await world.client.send(.post, "/v1/calls", token: world.alice, json: body)
+                #expect(response.status == .unprocessableContent, "\(body)")
+                #expect(response.errorCode == "invalid_field", "\(body)")
+                let message = try response.decode(ErrorBody.self).error.message
+                #expect(message.contains("'avatarUrl'"), "\(message)")
+            }
+            // A sealed call must not describe its caller in clear, not even with a good URL.
+            let response = try await world.client.send(
+                .post, "/v1/calls", token: world.alice, json: #"{"to":"bob","avatarUrl":"https://cdn.example.com/a.png",\#(sealed)}"#)
+            #expect(response.status == .unprocessableContent)
+            #expect(response.errorCode == "invalid_field")
+            #expect(try response.decode(ErrorBody.self).error.message.contains("'avatarUrl'"))
+            #expect(try response.decode(ErrorBody.self).error.message.contains("sealed"))
+            // Nothing rang: the next event Bob's device gets is the next good call.
+            let good = try await world.call(#"{"to":"bob","avatarUrl":"https://cdn.example.com/a.png"}"#)
+            #expect(try await bob.nextEvent().callId == good.id)
+            await bob.close()
+        }
+    }
+
     @Test func badFramesGetErrorsAndTheConnectionStays() async throws {
         try await Self.withWorld { world in
             let bob = try await world.connect(world.bob1)

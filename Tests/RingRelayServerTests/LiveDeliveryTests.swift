@@ -25,7 +25,8 @@ import Testing
                 port: port, token: try await client.accessToken(identity: "bob", deviceID: "b1", key: key), autoAck: false)
 
             let posted = Date()
-            let response = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob","displayName":"Alice"}"#)
+            let response = try await client.send(
+                .post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob","displayName":"Alice","avatarUrl":"https://cdn.example.com/alice.png"}"#)
             #expect(response.status == .created)
             let call = try response.decode(CallResource.self)
             let ring = try await b1.nextEvent()
@@ -42,7 +43,7 @@ import Testing
             let payload = try JSONDecoder.ringRelay.decode(VoIPPayload.self, from: try #require(fallback.first?.payload))
             #expect(payload.aps.isEmpty)
             #expect(payload.ringrelay.callId == call.id)
-            #expect(payload.ringrelay.from == .init(identity: "alice", displayName: "Alice"))
+            #expect(payload.ringrelay.from == .init(identity: "alice", displayName: "Alice", avatarUrl: "https://cdn.example.com/alice.png"))
             #expect(payload.ringrelay.expiresAt == call.ringEndsAt)
             #expect(fallback.first?.headers["apns-push-type"] == "voip")
 

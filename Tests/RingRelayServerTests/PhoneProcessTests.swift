@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import RingRelayKit
 import RingRelayTesting
 import RingRelayWire
 import Testing
@@ -78,7 +79,8 @@ import Testing
             #expect(ready1["deviceId"] == "bob-1")
             try await bob2.waitFor("ready") { $0["event"] == "ready" }
 
-            let response = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob","displayName":"Alice"}"#)
+            let response = try await client.send(
+                .post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob","displayName":"Alice","avatarUrl":"https://cdn.example.com/alice.png"}"#)
             #expect(response.status == .created)
             let call = try response.decode(CallResource.self)
 
@@ -90,6 +92,7 @@ import Testing
             let incoming = bob2.events.first { $0["event"] == "incoming" }
             #expect(incoming?["from"] == "alice")
             #expect(incoming?["displayName"] == "Alice")
+            #expect(incoming?["avatarUrl"] == "https://cdn.example.com/alice.png")
             #expect(incoming?["media"] == "audio")
 
             let record = try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self)
@@ -150,5 +153,15 @@ import Testing
         #expect(Softphone.Command(line: "c") == .unknown("c"))
         #expect(Softphone.Command(line: "Q") == .quit)
         #expect(Softphone.Command(line: "   ") == nil)
+    }
+
+    @Test func theTextShowsTheCallersNameAndPicture() throws {
+        let avatar = try #require(URL(string: "https://cdn.example.com/alice.png"))
+        #expect(
+            TerminalCallUI.describe(CallParty(identity: "alice", displayName: "Alice", avatarURL: avatar))
+                == "Alice (alice, avatar https://cdn.example.com/alice.png)")
+        #expect(TerminalCallUI.describe(CallParty(identity: "alice", avatarURL: avatar)) == "alice (avatar https://cdn.example.com/alice.png)")
+        #expect(TerminalCallUI.describe(CallParty(identity: "alice", displayName: "Alice")) == "Alice (alice)")
+        #expect(TerminalCallUI.describe(CallParty(identity: "alice")) == "alice")
     }
 }

@@ -24,10 +24,16 @@ import Testing
         let created = try await first.upsertBinding(try registration("bob", token: "t1", account: account.id), newID: ResourceID.make(ResourceID.binding), now: now)
         try await first.putCredential(.webex(WebexCredential(secret: "s3cret-value")), accountID: account.id, at: now)
         let setting = try await first.setting(named: "x") { Data([1, 2, 3]) }
+        let call = Call(
+            id: ResourceID.make(ResourceID.call, at: now), accountID: account.id, source: .native, caller: "alice", callerName: "Alice",
+            callerAvatarURL: "https://cdn.example.com/alice.png", callee: "bob", state: .ringing, externalID: nil, createdAt: now,
+            ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+        _ = try await first.createCall(call)
         try await first.close()
 
         let second = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
-        #expect(try await second.schemaVersion() == 7)
+        #expect(try await second.schemaVersion() == 8)
+        #expect(try await second.call(id: call.id, accountID: account.id)?.callerAvatarURL == "https://cdn.example.com/alice.png")
         #expect(try await second.listAccounts() == [account])
         #expect(try await second.activeKey(secretHash: "h")?.id == key.id)
         #expect(try await second.binding(id: created.binding.id, accountID: account.id, identity: nil) == created.binding)

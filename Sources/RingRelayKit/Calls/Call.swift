@@ -4,12 +4,14 @@ import Synchronization
 
 /// One call, incoming or outgoing, from ringing to ended.
 ///
-/// Observe it with callbacks (``onRinging``, ``onConnected``, ``onDisconnected``,
-/// ``onInfoChanged``), delivered on the manager's ``CallbackExecutor``, or with ``updates()``.
-/// Act on it with ``answer()``, ``reject()``, ``end()``, ``hold()`` and ``resume()``.
+/// Observe it with the manager's observers (``CallManager/addObserver(on:_:)``), with callbacks
+/// (``onRinging``, ``onConnected``, ``onDisconnected``, ``onInfoChanged``), delivered on the
+/// manager's ``CallbackExecutor``, or with ``updates()``. Act on it with ``answer()``,
+/// ``reject()``, ``end()``, ``hold()``, ``resume()`` and ``setMuted(_:)``.
 ///
 /// ```swift
-/// calls.onIncomingCall = { call in
+/// token = calls.addObserver { event in
+///     guard case .incomingCall(let call) = event else { return }
 ///     call.onConnected = { startMedia(for: call) }
 ///     call.onDisconnected = { reason in stopMedia(for: call) }
 /// }
@@ -50,6 +52,7 @@ public final class Call: Sendable, Identifiable {
     private struct Storage: Sendable {
         var state: CallState
         var info: Info
+        var isMuted = false
         var observers = Observers()
     }
 
@@ -85,6 +88,10 @@ public final class Call: Sendable, Identifiable {
     public var providerPayload: JSONValue? { storage.withLock { $0.info.providerPayload } }
     /// The caller's metadata, unchanged.
     public var metadata: JSONValue? { storage.withLock { $0.info.metadata } }
+    /// Whether the call is muted: set in the system call UI or by ``setMuted(_:)``. The SDK
+    /// carries no media; the app mutes its microphone when it hears
+    /// ``CallManager/Event/muteChanged(_:isMuted:)``.
+    public var isMuted: Bool { storage.withLock { $0.isMuted } }
 
     // MARK: Observers
 
@@ -156,6 +163,13 @@ public final class Call: Sendable, Identifiable {
     /// Resumes a held call, putting the connected call, if any, on hold.
     public func resume() throws(RingRelayError) { try manager.setHeld(self, false, origin: .app) }
 
+    /// Mutes or unmutes the call from the app's own UI: the system call UI shows it, and
+    /// observers hear ``CallManager/Event/muteChanged(_:isMuted:)``. Setting the current value
+    /// does nothing.
+    ///
+    /// - Throws: ``RingRelayError/invalidCallState(_:)`` when the call is over.
+    public func setMuted(_ muted: Bool) throws(RingRelayError) { try manager.setMuted(self, muted, origin: .app) }
+
     // MARK: Transitions (used by the manager)
 
     /// Moves to `next` when the current state passes `allowed`.
@@ -174,7 +188,10 @@ public final class Call: Sendable, Identifiable {
         }
         // Finishing runs the streams' termination handlers, which take the lock: do it outside.
         for continuation in finished { continuation.finish() }
-        if previous != nil { notifyState(next) }
+        if previous != nil {
+            notifyState(next)
+            manager.publish(.stateChanged(self, next))
+        }
         return previous
     }
 
@@ -187,7 +204,24 @@ public final class Call: Sendable, Identifiable {
             for continuation in storage.observers.streams.values { continuation.yield(.infoChanged) }
             return true
         }
-        if changed { deliver { $0.onInfoChanged?() } }
+        if changed {
+            deliver { $0.onInfoChanged?() }
+            manager.publish(.infoChanged(self))
+        }
+    }
+
+    /// Sets the mute flag of a call that is not over; observers hear of a change.
+    ///
+    /// - Returns: whether the flag changed.
+    func updateMuted(_ muted: Bool) -> Bool {
+        let changed = storage.withLock { storage in
+            guard !storage.state.isEnded, storage.isMuted != muted else { return false }
+            storage.isMuted = muted
+            for continuation in storage.observers.streams.values { continuation.yield(.muteChanged(muted)) }
+            return true
+        }
+        if changed { manager.publish(.muteChanged(self, isMuted: muted)) }
+        return changed
     }
 
     /// Tells the observers the call rings (it is created ringing).

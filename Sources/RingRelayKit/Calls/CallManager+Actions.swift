@@ -150,15 +150,23 @@ extension CallManager {
     /// Calls `callee` (an identity of this account): the server rings all the callee's devices.
     /// A connected call is put on hold.
     ///
+    /// - Parameters:
+    ///   - callee: the identity to ring.
+    ///   - media: audio or video.
+    ///   - displayName: this caller's name, as the callee's call screen shows it.
+    ///   - avatarURL: this caller's picture, for the callee's app to show: an `https` URL of at
+    ///     most 1024 bytes (the server refuses anything else with a 422 `invalid_field`).
+    ///   - metadata: a small JSON object handed to the callee's devices unchanged.
     /// - Returns: the call, ringing; it connects when the callee answers.
     /// - Throws: ``RingRelayError/noSignaling`` without a server, ``RingRelayError/tooManyCalls``
     ///   at the limit, or the server's error.
     public func startCall(
-        to callee: String, media: CallMedia = .audio, displayName: String? = nil, metadata: JSONValue? = nil
+        to callee: String, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil, metadata: JSONValue? = nil
     ) async throws(RingRelayError) -> Call {
         guard let signaling else { throw .noSignaling }
         guard calls.count < configuration.maximumCalls else { throw .tooManyCalls }
-        let resource = try await signaling.createCall(to: callee, media: media, displayName: displayName, metadata: metadata)
+        let resource = try await signaling.createCall(
+            to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata)
         let key = CallKey.ringRelay(callId: resource.id)
         let info = Call.Info(
             remote: CallParty(identity: resource.to), media: CallMedia(wireValue: resource.media), serverCallId: resource.id,
@@ -169,6 +177,7 @@ extension CallManager {
             table.calls.append(call)
             table.keysByServerId[resource.id] = key
         }
+        publish(.outgoingCall(call))
         holdConnectedCalls(except: call)
         systemUI.reportOutgoingCallStarted(OutgoingCallReport(uuid: call.uuid, callee: call.remote, hasVideo: call.media == .video))
         call.announceRinging()

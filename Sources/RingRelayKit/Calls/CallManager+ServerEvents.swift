@@ -9,7 +9,9 @@ extension CallManager {
         switch event.type {
         case .incoming:
             let info = Call.Info(
-                remote: CallParty(identity: event.call.from ?? CallParty.unknown.identity, displayName: event.call.displayName),
+                remote: CallParty(
+                    identity: event.call.from ?? CallParty.unknown.identity, displayName: event.call.displayName,
+                    avatarURL: AvatarURLRules.url(event.call.avatarUrl)),
                 media: CallMedia(wireValue: event.call.media), calleeBusy: event.calleeBusy ?? false, serverCallId: event.callId,
                 metadata: event.call.metadata)
             ring(Sighting(key: .ringRelay(callId: event.callId), source: .ringRelay, info: info, fromPush: false, lostReason: lostReason(event)))

@@ -7,7 +7,9 @@ import Synchronization
 /// resume, swap) and follows the server's word on each.
 ///
 /// Feed it every VoIP push (``handlePush(_:)-(Dictionary<AnyHashable,Any>)``) and, through
-/// ``RingRelayClient``, every live event. Rules it keeps:
+/// ``RingRelayClient``, every live event. Watch its calls with any number of observers
+/// (``addObserver(on:_:)``); a system UI bridge hands it the user's actions
+/// (``perform(_:for:)``). Rules it keeps:
 /// - every push is reported to the system UI exactly once, whatever it holds;
 /// - answering a call holds the connected one; rejecting or ending a call touches no other call;
 /// - an incoming call beyond ``Configuration/maximumCalls`` is reported and ended as failed.
@@ -67,7 +69,11 @@ public final class CallManager: Sendable {
         var calls: [Call] = []
         var keysByServerId: [String: CallKey] = [:]
         var recent: RecentCalls
-        var onIncomingCall: (@Sendable (Call) -> Void)?
+        /// Registered observers, in the order they were added.
+        var observers: [Observer] = []
+        var nextObserverID = 0
+        /// The deprecated ``CallManager/onIncomingCall`` closure and the observer that calls it.
+        var incomingCallShim: (handler: @Sendable (Call) -> Void, token: ObservationToken)?
 
         func call(for key: CallKey) -> Call? { calls.first { $0.key == key } }
     }
@@ -92,12 +98,6 @@ public final class CallManager: Sendable {
 
     /// The live call with this UUID.
     public func call(uuid: UUID) -> Call? { table.withLock { $0.calls.first { $0.uuid == uuid } } }
-
-    /// Called (on the callback executor) for every new incoming call, before its ``Call/onRinging``.
-    public var onIncomingCall: (@Sendable (Call) -> Void)? {
-        get { table.withLock { $0.onIncomingCall } }
-        set { table.withLock { $0.onIncomingCall = newValue } }
-    }
 
     // MARK: Pushes
 
@@ -126,7 +126,9 @@ public final class CallManager: Sendable {
             outcome = cancelByPush(key, caller: notification.caller)
         case .ringRelay(let invite):
             let info = Call.Info(
-                remote: invite.from.map { CallParty(identity: $0.identity, displayName: $0.displayName) } ?? .unknown,
+                remote: invite.from.map {
+                    CallParty(identity: $0.identity, displayName: $0.displayName, avatarURL: AvatarURLRules.url($0.avatarUrl))
+                } ?? .unknown,
                 media: CallMedia(wireValue: invite.media), calleeBusy: invite.calleeBusy ?? false, serverCallId: invite.callId,
                 metadata: invite.metadata)
             let expired = configuration.now() >= invite.expiresAt
@@ -188,12 +190,13 @@ public final class CallManager: Sendable {
         }
         switch decision {
         case .created(let call):
+            // First, so that every observer hears of the call before anything else about it (a
+            // refusal by the system below ends it at once).
+            publish(.incomingCall(call))
             systemUI.reportIncomingCall(incomingReport(for: call)) { [weak self] error in
                 // The system refused the call (Do Not Disturb, a blocked caller): it never rang.
                 if error != nil { self?.finish(call, reason: .failed, reportToSystem: false) }
             }
-            let onIncoming = table.withLock { $0.onIncomingCall }
-            if let onIncoming { configuration.callbackExecutor.execute { onIncoming(call) } }
             call.announceRinging()
             if sighting.fromPush { confirmStillRinging(call) }
             return .call(call)

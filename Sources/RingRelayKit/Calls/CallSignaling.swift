@@ -20,8 +20,9 @@ public protocol CallSignaling: Sendable {
     var deviceId: String? { get }
 
     /// Starts a call from this device's identity (`POST /v1/calls`).
-    func createCall(to callee: String, media: CallMedia, displayName: String?, metadata: JSONValue?) async throws(RingRelayError)
-        -> CallResource
+    func createCall(
+        to callee: String, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?
+    ) async throws(RingRelayError) -> CallResource
 
     /// Reads a call (`GET /v1/calls/{id}`).
     func fetchCall(id: String) async throws(RingRelayError) -> CallResource

@@ -38,11 +38,16 @@ public struct CallParty: Sendable, Hashable {
     public var identity: String
     /// The name to show, when one is known.
     public var displayName: String?
+    /// Their picture, when the caller gave one: always an `https` URL with a host (anything else a
+    /// push or an event carries is dropped, see ``AvatarURLRules``). Load it as you would any
+    /// remote image; the system call UI does not show it.
+    public var avatarURL: URL?
 
     /// Creates a party.
-    public init(identity: String, displayName: String? = nil) {
+    public init(identity: String, displayName: String? = nil, avatarURL: URL? = nil) {
         self.identity = identity
         self.displayName = displayName
+        self.avatarURL = avatarURL
     }
 
     /// The text a call screen shows: the display name when there is one, else the identity.
@@ -145,4 +150,6 @@ public enum CallUpdate: Sendable, Hashable {
     case stateChanged(CallState)
     /// The caller, media, busy flag or server id changed.
     case infoChanged
+    /// The call was muted (`true`) or unmuted, in the system call UI or by ``Call/setMuted(_:)``.
+    case muteChanged(Bool)
 }

@@ -10,10 +10,11 @@ struct APIClient: CallSignaling {
 
     // MARK: CallSignaling
 
-    func createCall(to callee: String, media: CallMedia, displayName: String?, metadata: JSONValue?) async throws(RingRelayError)
-        -> CallResource
-    {
-        let body = CreateCallRequest(to: callee, media: media.rawValue, metadata: metadata, displayName: displayName)
+    func createCall(
+        to callee: String, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?
+    ) async throws(RingRelayError) -> CallResource {
+        let body = CreateCallRequest(
+            to: callee, media: media.rawValue, metadata: metadata, displayName: displayName, avatarUrl: avatarURL?.absoluteString)
         return try await send("POST", ["v1", "calls"], body: body)
     }
 

@@ -107,11 +107,11 @@ public actor RingRelayClient {
 
     // MARK: Calls
 
-    /// Calls `callee`: see ``CallManager/startCall(to:media:displayName:metadata:)``.
+    /// Calls `callee`: see ``CallManager/startCall(to:media:displayName:avatarURL:metadata:)``.
     public func startCall(
-        to callee: String, media: CallMedia = .audio, displayName: String? = nil, metadata: JSONValue? = nil
+        to callee: String, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil, metadata: JSONValue? = nil
     ) async throws(RingRelayError) -> Call {
-        try await calls.startCall(to: callee, media: media, displayName: displayName, metadata: metadata)
+        try await calls.startCall(to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata)
     }
 
     /// Reads a call as the server shows it.

@@ -3,8 +3,8 @@
     import CallKit
     import Foundation
 
-    /// The SDK's ``SystemCallUI`` on CallKit: reports calls to a `CXProvider`, and turns the user's
-    /// CallKit actions (answer, end, hold) into ``CallManager`` actions.
+    /// The SDK's ``SystemCallUI`` on CallKit: reports calls to a `CXProvider`, and hands every
+    /// CallKit action to ``CallManager/perform(_:for:)``, which decides what becomes of it.
     ///
     /// ```swift
     /// let bridge = CallKitBridge()
@@ -12,8 +12,13 @@
     /// bridge.attach(client.calls)
     /// ```
     ///
-    /// An answer from the CallKit UI is fulfilled only when the server confirms that this device
-    /// won the call, and failed when it was answered elsewhere or cancelled meanwhile.
+    /// - Answer is fulfilled only when the server confirms that this device won the call, and
+    ///   failed when it was answered elsewhere or cancelled meanwhile.
+    /// - End, hold, mute and DTMF are fulfilled at once when the call allows them. Mute changes and
+    ///   DTMF digits reach the app as ``CallManager/Event/muteChanged(_:isMuted:)`` and
+    ///   ``CallManager/Event/dtmf(_:digits:)``, for its media engine.
+    /// - Every other action (grouping calls, any action a later iOS adds) is failed at once,
+    ///   never left to time out.
     // @unchecked: CXProvider and CXCallController may be used from any queue; the bridge's own
     // mutable state is guarded by `lock`.
     public final class CallKitBridge: NSObject, SystemCallUI, CXProviderDelegate, @unchecked Sendable {
@@ -88,6 +93,11 @@
             controller.request(CXTransaction(action: CXSetHeldCallAction(call: uuid, onHold: onHold))) { _ in }
         }
 
+        public func reportCallMuted(uuid: UUID, muted: Bool) {
+            // CallKit sends the action back to `perform`, where it is fulfilled: the call is muted already.
+            controller.request(CXTransaction(action: CXSetMutedCallAction(call: uuid, muted: muted))) { _ in }
+        }
+
         public func fulfillAnswer(uuid: UUID) {
             if let action = takePendingAnswer(uuid) {
                 action.fulfill()
@@ -117,35 +127,72 @@
         }
 
         public func provider(_ provider: CXProvider, perform action: CXAnswerCallAction) {
-            guard let manager = attachedManager else {
-                action.fail()
-                return
-            }
-            let uuid = action.callUUID
-            lock.withLock { pendingAnswers[uuid] = action }
-            Task { try? await manager.answer(uuid: uuid, origin: .systemUI) }
+            // Kept until the server confirms: `fulfillAnswer` or `failAnswer` settles it.
+            lock.withLock { pendingAnswers[action.callUUID] = action }
+            settle(action, .answer)
         }
 
-        public func provider(_ provider: CXProvider, perform action: CXEndCallAction) {
+        public func provider(_ provider: CXProvider, perform action: CXEndCallAction) { settle(action, .end) }
+
+        public func provider(_ provider: CXProvider, perform action: CXSetHeldCallAction) { settle(action, .setHeld(action.isOnHold)) }
+
+        public func provider(_ provider: CXProvider, perform action: CXSetMutedCallAction) { settle(action, .setMuted(action.isMuted)) }
+
+        public func provider(_ provider: CXProvider, perform action: CXPlayDTMFCallAction) { settle(action, .playDTMF(action.digits)) }
+
+        public func provider(_ provider: CXProvider, perform action: CXSetGroupCallAction) {
+            settle(action, .setGroup(action.callUUIDToGroupWith))
+        }
+
+        public func provider(_ provider: CXProvider, perform action: CXStartCallAction) { settle(action, .start) }
+
+        /// Fails at once the actions of a transaction that no `perform` method above takes (kinds
+        /// a later iOS adds), so that none waits for its timeout; the provider then performs the
+        /// rest as usual.
+        public func provider(_ provider: CXProvider, execute transaction: CXTransaction) -> Bool {
+            for action in transaction.actions where !Self.hasPerformMethod(action) {
+                let request = SystemCallAction.other(String(describing: type(of: action)))
+                complete(action, (action as? CXCallAction).flatMap { attachedManager?.perform(request, for: $0.callUUID) } ?? .unsupported)
+            }
+            return false
+        }
+
+        /// Whether one of the `perform` methods above takes `action`.
+        private static func hasPerformMethod(_ action: CXAction) -> Bool {
+            switch action {
+            case is CXAnswerCallAction, is CXEndCallAction, is CXSetHeldCallAction, is CXSetMutedCallAction, is CXPlayDTMFCallAction,
+                is CXSetGroupCallAction, is CXStartCallAction:
+                true
+            default:
+                false
+            }
+        }
+
+        /// Hands a CallKit action to the manager and fulfils or fails it as the manager says; a
+        /// pending answer is left to `fulfillAnswer` and `failAnswer`.
+        private func settle(_ action: CXCallAction, _ request: SystemCallAction) {
             let uuid = action.callUUID
+            let outcome: SystemCallActionOutcome
             if let manager = attachedManager {
-                Task { try? await manager.end(uuid: uuid, origin: .systemUI) }
+                outcome = manager.perform(request, for: uuid)
+            } else {
+                // Nothing to act on yet; ending is still allowed, so the user can always hang up.
+                outcome = request == .end ? .fulfilled : .failed
             }
-            action.fulfill()
+            if outcome == .pending { return }
+            if action is CXAnswerCallAction { _ = takePendingAnswer(uuid) }
+            if outcome == .fulfilled, request == .start {
+                provider.reportOutgoingCall(with: uuid, startedConnectingAt: nil)
+            }
+            complete(action, outcome)
         }
 
-        public func provider(_ provider: CXProvider, perform action: CXSetHeldCallAction) {
-            do {
-                try attachedManager?.setHeld(uuid: action.callUUID, onHold: action.isOnHold, origin: .systemUI)
-                action.fulfill()
-            } catch {
-                action.fail()
+        private func complete(_ action: CXAction, _ outcome: SystemCallActionOutcome) {
+            switch outcome {
+            case .fulfilled: action.fulfill()
+            case .failed, .unsupported: action.fail()
+            case .pending: break
             }
-        }
-
-        public func provider(_ provider: CXProvider, perform action: CXStartCallAction) {
-            provider.reportOutgoingCall(with: action.callUUID, startedConnectingAt: nil)
-            action.fulfill()
         }
 
         public func provider(_ provider: CXProvider, didActivate audioSession: AVAudioSession) {

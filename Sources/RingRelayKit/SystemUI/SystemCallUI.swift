@@ -69,9 +69,17 @@ public protocol SystemCallUI: Sendable {
     /// The app put the call on hold or resumed it (answering a second call holds the first).
     func reportCallHeld(uuid: UUID, onHold: Bool)
 
+    /// The app muted or unmuted the call (``Call/setMuted(_:)``). A default does nothing.
+    func reportCallMuted(uuid: UUID, muted: Bool)
+
     /// The answer of an incoming call is confirmed: this device won the call.
     func fulfillAnswer(uuid: UUID)
 
     /// The answer failed: the call was answered elsewhere, cancelled, or the server is out of reach.
     func failAnswer(uuid: UUID)
+}
+
+extension SystemCallUI {
+    /// Does nothing: a system call UI without a mute button need not hear of it.
+    public func reportCallMuted(uuid: UUID, muted: Bool) {}
 }

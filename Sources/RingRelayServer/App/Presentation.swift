@@ -68,7 +68,8 @@ extension CallResource {
     init(_ call: Call, deliveries: [Delivery]?) {
         self.init(
             id: call.id, source: call.source.rawValue, state: call.state.rawValue, from: call.caller, displayName: call.callerName,
-            to: call.callee, media: call.media.rawValue, metadata: call.metadata.flatMap { JSONValue(parsing: $0.utf8) ?? (try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8))) },
+            avatarUrl: call.callerAvatarURL, to: call.callee, media: call.media.rawValue,
+            metadata: call.metadata.flatMap { JSONValue(parsing: $0.utf8) ?? (try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8))) },
             createdAt: call.createdAt, ringEndsAt: call.ringDeadline, updatedAt: call.updatedAt, answeredAt: call.answeredAt,
             answeredBy: call.answeredBy, endedAt: call.endedAt, endReason: call.endReason?.rawValue, endedBy: call.endedBy,
             durationSeconds: call.talkTime.map { Int($0.rounded()) }, deliveries: deliveries?.map(DeliveryResource.init))

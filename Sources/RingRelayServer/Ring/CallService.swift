@@ -51,14 +51,15 @@ struct CallService: Sendable {
             try BindingRules.validateDisplayText(
                 name, field: "displayName", maxCharacters: Self.maxDisplayNameLength, maxBytes: Self.maxDisplayNameBytes)
         }
+        if let avatarURL = request.avatarUrl { try Self.validateAvatarURL(avatarURL, sealed: request.sealed != nil) }
         let sealed = try Self.sealed(request.sealed ?? [])
         let ifBusy = try request.ifBusy.map(Self.busyPolicy)
 
         let now = clock.now
         let call = Call(
             id: ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
-            callerName: request.displayName, callee: request.to, media: media, metadata: metadata, state: .ringing, externalID: nil,
-            createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now)
+            callerName: request.displayName, callerAvatarURL: request.avatarUrl, callee: request.to, media: media, metadata: metadata,
+            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now)
         let result: Ringer.Result
         switch try await ringer.create(call) {
         case .existing(let existing):
@@ -100,8 +101,8 @@ struct CallService: Sendable {
     /// alert bindings, and `call.incoming` over live connections.
     static func content(for call: Call, metadata: JSONValue?, calleeBusy: Bool, sealed: [String: String], sentAt: Date) -> RingContent {
         let invite = NativeInvite(
-            callId: call.id, from: .init(identity: call.caller ?? "", displayName: call.callerName), media: call.media.rawValue,
-            sentAt: sentAt, expiresAt: call.ringDeadline, metadata: metadata, calleeBusy: calleeBusy ? true : nil)
+            callId: call.id, from: .init(identity: call.caller ?? "", displayName: call.callerName, avatarUrl: call.callerAvatarURL),
+            media: call.media.rawValue, sentAt: sentAt, expiresAt: call.ringDeadline, metadata: metadata, calleeBusy: calleeBusy ? true : nil)
         let inviteJSON = invite.jsonText
         var content = RingContent()
         content.liveEvent = .incoming
@@ -200,6 +201,15 @@ struct CallService: Sendable {
             throw .invalidField("metadata", "must be at most \(maxMetadataBytes) bytes as JSON; it is \(encoded.utf8.count).")
         }
         return encoded
+    }
+
+    /// Checks the caller's picture by ``AvatarURLRules``. A sealed call refuses it: its invites
+    /// must not describe the caller in clear, and the app can put the picture inside the box.
+    private static func validateAvatarURL(_ text: String, sealed: Bool) throws(RingRelayError) {
+        guard !sealed else {
+            throw .invalidField("avatarUrl", "must not be given with 'sealed': the server relays it in clear; put it inside the sealed invites.")
+        }
+        if let problem = AvatarURLRules.problem(with: text) { throw .invalidField("avatarUrl", problem) }
     }
 
     /// Checks sealed invites; returns the boxes by binding id.
