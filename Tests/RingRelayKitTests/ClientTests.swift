@@ -252,6 +252,24 @@ struct ClientTests {
         await client.disconnect()
     }
 
+    @Test("A call.accepted that arrives before POST /v1/calls has answered still connects the call")
+    func acceptedBeforeTheCreateAnswered() async throws {
+        let client = makeClient()
+        await client.connect()
+        let connection = try #require(await live.connection(0))
+        connection.ready()
+        // The callee answers so fast that the event overtakes the answer to the create.
+        http.setHandler { _ in
+            connection.serve(Make.event(.accepted, "evt_early", callId: "call_fast", state: "accepted"))
+            try? await Task.sleep(for: .milliseconds(200))
+            return FakeHTTP.json(201, Make.call("call_fast", from: "bob", to: "carol"))
+        }
+        let call = try await client.startCall(to: "carol")
+        #expect(await eventually { call.state == .connected })
+        #expect(ui.records.last == .outgoingConnected(call.uuid))
+        await client.disconnect()
+    }
+
     @Test("Back-off grows exponentially up to the ceiling, with the jitter inside it")
     func backOff() {
         let policy = ReconnectPolicy(initialDelay: .milliseconds(500), maximumDelay: .seconds(30), multiplier: 2)

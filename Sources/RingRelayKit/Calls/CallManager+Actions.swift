@@ -173,9 +173,12 @@ extension CallManager {
             metadata: resource.metadata)
         let call = Call(
             key: key, direction: .outgoing, source: .ringRelay, info: info, manager: self, executor: configuration.callbackExecutor)
-        table.withLock { table in
+        let early = table.withLock { table in
             table.calls.append(call)
             table.keysByServerId[resource.id] = key
+            // What happened to the call before the server's answer got here (an answer, a hang-up).
+            defer { table.early.removeAll { $0.event.callId == resource.id } }
+            return table.early.filter { $0.event.callId == resource.id }.map(\.event)
         }
         publish(.outgoingCall(call))
         holdConnectedCalls(except: call)
@@ -185,6 +188,7 @@ extension CallManager {
             // Refused before it rang (the callee is busy and the call asked not to ring then).
             _ = finish(call, reason: CallEndReason(outgoingRejection: resource.endReason), reportToSystem: true)
         }
+        for event in early { handle(event) }
         return call
     }
 }

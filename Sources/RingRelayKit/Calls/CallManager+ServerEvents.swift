@@ -1,11 +1,13 @@
 import Foundation
 import RingRelayWire
+import Synchronization
 
 extension CallManager {
     /// Applies one live call event: rings new calls, ends the calls the server ended, confirms
     /// answers. ``RingRelayClient`` calls this for every event; call it yourself when you carry
     /// the events some other way.
     public func handle(_ event: CallEvent) {
+        if !event.type.isRing { keepEarly(event) }
         switch event.type {
         case .incoming:
             let info = Call.Info(
@@ -42,6 +44,24 @@ extension CallManager {
             finish(serverCallId: event.callId, reason: .unanswered)
         case .ended:
             finish(serverCallId: event.callId, reason: event.reason.flatMap(CallEndReason.init(serverReason:)) ?? .remoteEnded)
+        }
+    }
+
+    /// How long a change of an unknown call is kept, and how many are.
+    static let earlyEventLifetime: TimeInterval = 30
+    static let earlyEventLimit = 64
+
+    /// Keeps a change of a call this device does not know (yet); ``startCall(to:media:displayName:avatarURL:metadata:)``
+    /// applies the ones of the call it has just placed. (The event is handled as well: an end
+    /// still tells a late push of the call to end at once.)
+    private func keepEarly(_ event: CallEvent) {
+        let now = configuration.now()
+        table.withLock { table in
+            let key = table.keysByServerId[event.callId] ?? .ringRelay(callId: event.callId)
+            guard table.call(for: key) == nil else { return }
+            table.early.removeAll { now.timeIntervalSince($0.at) > Self.earlyEventLifetime }
+            if table.early.count >= Self.earlyEventLimit { table.early.removeFirst() }
+            table.early.append((event, now))
         }
     }
 

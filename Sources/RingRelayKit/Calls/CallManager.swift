@@ -68,6 +68,9 @@ public final class CallManager: Sendable {
     struct Table: Sendable {
         var calls: [Call] = []
         var keysByServerId: [String: CallKey] = [:]
+        /// Changes of calls not known here yet, kept ``earlyEventLifetime``: the callee can answer
+        /// a call this device places before `POST /v1/calls` has answered it.
+        var early: [(event: CallEvent, at: Date)] = []
         var recent: RecentCalls
         /// Registered observers, in the order they were added.
         var observers: [Observer] = []
