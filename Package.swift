@@ -184,7 +184,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RingRelayKitTests",
-            dependencies: ["RingRelayKit", "RingRelayWire"],
+            dependencies: ["RingRelayKit", "RingRelayWire", "RingRelayTesting"],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),

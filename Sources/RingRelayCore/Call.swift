@@ -1,4 +1,5 @@
 import Foundation
+import RingRelayWire
 
 /// Where a call came from.
 public enum CallSource: String, Sendable, Hashable, CaseIterable, Codable {
@@ -10,23 +11,8 @@ public enum CallSource: String, Sendable, Hashable, CaseIterable, Codable {
     case native
 }
 
-/// Where a call is in its life.
-public enum CallState: String, Sendable, Hashable, CaseIterable, Codable {
-    /// Devices are being rung.
-    case ringing
-    /// A callee device answered.
-    case accepted
-    /// A callee device declined.
-    case rejected
-    /// The caller gave up before an answer.
-    case cancelled
-    /// An accepted call finished.
-    case ended
-    /// Nobody answered within the ring timeout.
-    case missed
-    /// No device of the callee could be reached; nothing rang.
-    case unreachable
-}
+/// Where a call is in its life: the wire's record state, which the call rules move it through.
+public typealias CallState = CallRecordState
 
 /// Audio or video.
 public enum CallMedia: String, Sendable, Hashable, CaseIterable, Codable {

@@ -1,4 +1,5 @@
 import Foundation
+import RingRelayWire
 
 /// Which side of a call an identity was on.
 public enum CallDirection: String, Sendable, Hashable, CaseIterable {

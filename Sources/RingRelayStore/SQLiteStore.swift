@@ -5,6 +5,7 @@ import NIOPosix
 import RingRelayCore
 import SQLiteNIO
 import Synchronization
+import RingRelayWire
 
 /// The embedded store: one SQLite file in WAL mode.
 ///

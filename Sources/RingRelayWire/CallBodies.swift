@@ -274,3 +274,22 @@ public struct CallSettings: Sendable, Hashable, Codable {
         ifBusy = try container.decodeIfPresent(String.self, forKey: .ifBusy)
     }
 }
+
+/// A call's state as the server records it: the `state` of a `CallResource` (the server's call
+/// rules move a call between them; RingRelayKit reads them back).
+public enum CallRecordState: String, Sendable, Hashable, CaseIterable, Codable {
+    /// Devices are being rung.
+    case ringing
+    /// A callee device answered; the call is in progress.
+    case accepted
+    /// A callee device declined.
+    case rejected
+    /// The caller gave up before an answer.
+    case cancelled
+    /// An answered call finished.
+    case ended
+    /// Nobody answered within the ring timeout.
+    case missed
+    /// No device of the callee could be reached; nothing rang.
+    case unreachable
+}

@@ -1,6 +1,7 @@
 import Foundation
 import RingRelayCore
 import Testing
+import RingRelayWire
 
 /// Ring planning as a pure function: who is rung now, who waits for a live ack, who is left out.
 @Suite struct RingPlanTests {

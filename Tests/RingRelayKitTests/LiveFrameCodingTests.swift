@@ -1,4 +1,5 @@
 import Foundation
+import RingRelayTesting
 import RingRelayWire
 import Testing
 

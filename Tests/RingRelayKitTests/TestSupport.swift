@@ -1,5 +1,6 @@
 import Foundation
 import RingRelayKit
+import RingRelayTesting
 import RingRelayWire
 import Synchronization
 
@@ -82,21 +83,6 @@ final class RecordingSystemUI: SystemCallUI {
     func reportCallMuted(uuid: UUID, muted: Bool) { append(.muted(uuid, muted)) }
     func fulfillAnswer(uuid: UUID) { append(.fulfilled(uuid)) }
     func failAnswer(uuid: UUID) { append(.failed(uuid)) }
-}
-
-/// A deterministic random source for property tests (SplitMix64).
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// A fixed clock the tests move by hand.

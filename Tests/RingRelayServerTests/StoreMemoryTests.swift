@@ -4,6 +4,7 @@ import RingRelayCore
 import RingRelayStore
 import RingRelayTesting
 import Testing
+import RingRelayWire
 
 /// What the store keeps in memory (active bindings, API keys, delivery records not yet written)
 /// never disagrees with what it answers after a write.

@@ -5,6 +5,7 @@ import RingRelayCore
 import RingRelayStore
 import RingRelayTesting
 import Testing
+import RingRelayWire
 
 @Suite struct StoreTests {
     private func registration(_ identity: String, token: String, account: String) throws -> BindingRegistration {

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import RingRelayTesting
 import RingRelayWire
 import Synchronization
 import Testing
@@ -166,7 +167,7 @@ import Testing
 
     @Test func fiftyCallsWithRandomCommandsEndEachDeviceOnce() async throws {
         try await Self.withWorld { world in
-            var random = SeededRandom(seed: 0x5EED_CA11)
+            var random = SeededGenerator(seed: 0x5EED_CA11)
             var calls: [String] = []
             for batch in 0..<5 {
                 var plans: [(String, [(String, String, Bool)])] = []
@@ -197,19 +198,6 @@ import Testing
             }
             try await Self.expectOneEndingEach(world, calls)
         }
-    }
-}
-
-/// A reproducible stream of numbers (SplitMix64).
-struct SeededRandom {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

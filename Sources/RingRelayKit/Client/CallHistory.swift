@@ -1,24 +1,6 @@
 import Foundation
 import RingRelayWire
 
-/// A call's state as the server records it: the `state` of a `CallResource`.
-public enum CallRecordState: String, Sendable, Hashable, CaseIterable, Codable {
-    /// Devices are being rung.
-    case ringing
-    /// A callee device answered; the call is in progress.
-    case accepted
-    /// A callee device declined.
-    case rejected
-    /// The caller gave up before an answer.
-    case cancelled
-    /// An answered call finished.
-    case ended
-    /// Nobody answered within the ring timeout.
-    case missed
-    /// No device of the callee could be reached; nothing rang.
-    case unreachable
-}
-
 /// The filters of ``RingRelayClient/recentCalls(limit:cursor:direction:states:since:until:)``, as
 /// `GET /v1/calls` takes them.
 struct CallHistoryQuery: Sendable, Hashable {

@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import RingRelayCore
 
 /// Reading query parameters the same way on every listing: a bad value is a 422
@@ -18,6 +19,19 @@ enum QueryParameter {
                 "identity", "must be 1–\(BindingRules.maxIdentityLength) bytes as UTF-8, without control, format or line-separator characters.")
         }
         return identity
+    }
+
+    /// The identity a listing covers: `?identity=` (checked) for an account key; for a device
+    /// token its own identity, which `?identity=` may repeat but not change (403).
+    ///
+    /// - Parameter what: what is listed, for the 403's message ("bindings", "calls").
+    static func scopedIdentity(_ parameters: Parameters, scope: AccountScope, listing what: String) throws(RingRelayError) -> String? {
+        let requested = try parameters["identity"].map { text throws(RingRelayError) in try identity(String(text)) }
+        guard let own = scope.identity else { return requested }
+        if let requested, requested != own {
+            throw RingRelayError.forbidden("A device access token can only list its own identity's \(what).")
+        }
+        return own
     }
 
     /// Reads `?limit=`: a whole number from 1 to `max`.

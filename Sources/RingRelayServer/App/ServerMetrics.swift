@@ -3,6 +3,7 @@ import Hummingbird
 import Metrics
 import Prometheus
 import RingRelayCore
+import RingRelayWire
 
 /// The server's metrics, recorded through swift-metrics into its own Prometheus registry.
 ///

@@ -78,15 +78,7 @@ struct BindingsController {
         let scope = try context.requireScope()
         let parameters = request.uri.queryParameters
         var query = BindingQuery()
-        if let identity = parameters["identity"].map(String.init) {
-            query.identity = try QueryParameter.identity(identity)
-        }
-        if let own = scope.identity {
-            if let requested = query.identity, requested != own {
-                throw RingRelayError.forbidden("A device access token can only list its own identity's bindings.")
-            }
-            query.identity = own
-        }
+        query.identity = try QueryParameter.scopedIdentity(parameters, scope: scope, listing: "bindings")
         if let text = parameters["type"].map(String.init) {
             guard let type = BindingType(rawValue: text) else {
                 throw QueryParameter.invalid("type", "must be one of \(BindingType.allCases.map(\.rawValue).joined(separator: ", ")).")

@@ -25,15 +25,7 @@ extension CallsController {
     /// Reads and checks the query parameters; every bad one is a 422 naming it, as for bindings.
     static func historyQuery(_ parameters: Parameters, scope: AccountScope) throws(RingRelayError) -> CallHistoryQuery {
         var query = CallHistoryQuery()
-        if let identity = parameters["identity"].map(String.init) {
-            query.identity = try QueryParameter.identity(identity)
-        }
-        if let own = scope.identity {
-            if let requested = query.identity, requested != own {
-                throw RingRelayError.forbidden("A device access token can only list its own identity's calls.")
-            }
-            query.identity = own
-        }
+        query.identity = try QueryParameter.scopedIdentity(parameters, scope: scope, listing: "calls")
         if let text = parameters["direction"].map(String.init) {
             guard let direction = CallDirection(rawValue: text) else {
                 throw QueryParameter.invalid("direction", "must be 'incoming' or 'outgoing'.")

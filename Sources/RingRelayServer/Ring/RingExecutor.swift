@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import RingRelayCore
 import Synchronization
+import RingRelayWire
 
 /// Executes ring plans: rings live connections first, then pushes, one task per delivery, and
 /// records every answer.

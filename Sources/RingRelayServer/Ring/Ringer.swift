@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RingRelayCore
+import RingRelayWire
 
 /// Rings a callee's devices for one call: create the call → plan the ring (``RingPlan``, pure) →
 /// execute it (``RingExecutor``).
