@@ -185,3 +185,41 @@ public struct BindingBatchResponse: Sendable, Hashable, Codable {
         self.delete = delete
     }
 }
+
+/// One device key in an identity's key directory (`GET /v1/identities/{identity}/keys`): what a
+/// caller seals an invite to.
+public struct DeviceKeyResource: Sendable, Hashable, Codable {
+    /// The binding the key was registered with (`bnd_…`); a sealed box names it.
+    public var bindingId: String
+    /// The device, when the binding names one.
+    public var deviceId: String?
+    /// The binding's type (`apns_voip`, `apns_alert`, `fcm`).
+    public var type: String
+    /// The P-256 public key, base64 of the uncompressed point (X9.63).
+    public var publicKey: String
+    /// When the key was last registered (a re-registration with a new key changes it).
+    public var registeredAt: Date
+
+    /// Creates the body.
+    public init(bindingId: String, deviceId: String?, type: String, publicKey: String, registeredAt: Date) {
+        self.bindingId = bindingId
+        self.deviceId = deviceId
+        self.type = type
+        self.publicKey = publicKey
+        self.registeredAt = registeredAt
+    }
+}
+
+/// `GET /v1/identities/{identity}/keys` answer.
+public struct DeviceKeyList: Sendable, Hashable, Codable {
+    /// The identity asked about.
+    public var identity: String
+    /// Its active bindings that carry a public key, by registration time; empty when it has none.
+    public var data: [DeviceKeyResource]
+
+    /// Creates the body.
+    public init(identity: String, data: [DeviceKeyResource]) {
+        self.identity = identity
+        self.data = data
+    }
+}

@@ -226,6 +226,7 @@ import Testing
                 ]),
             "GET /v1/calls/{callId}": Fixture(expect: .ok),
             "GET /v1/settings/calls": Fixture(expect: .ok),
+            "GET /v1/identities/{identity}/keys": Fixture(ids: ["identity": "bob"], expect: .ok),
             "PATCH /v1/settings/calls": Fixture(
                 body: #"{"ifBusy":"ring"}"#, expect: .ok,
                 extra: [Probe("unknown policy", .token(.apiKey), body: .text(#"{"ifBusy":"sometimes"}"#), expect: .unprocessableContent)]),

@@ -148,6 +148,20 @@ import Testing
         }
     }
 
+    @Test func aCallerReadsTheCalleesDeviceKeys() async throws {
+        try await Self.withWorld { world in
+            let publicKey = IdentityKeysTests.publicKey()
+            let bob = try await world.device("bob", "b1")
+            _ = try await bob.client.register(token: "bob-fcm", type: .fcm, publicKey: publicKey)
+            let alice = try await world.device("alice", "a1")
+            let keys = try await alice.client.deviceKeys(of: "bob")
+            #expect(keys.map(\.publicKey) == [publicKey])
+            #expect(keys.map(\.deviceId) == ["b1"])
+            #expect(try await alice.client.deviceKeys(of: "nobody").isEmpty)
+            for device in [alice, bob] { await device.client.disconnect() }
+        }
+    }
+
     @Test func aCancelWhileOfflineIsReplayedOnReconnect() async throws {
         try await Self.withWorld { world in
             let alice = try await world.device("alice", "a1")

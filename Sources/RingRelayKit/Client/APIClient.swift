@@ -18,6 +18,10 @@ struct APIClient: CallSignaling {
         return try await send("POST", ["v1", "calls"], body: body)
     }
 
+    func deviceKeys(of identity: String) async throws(RingRelayError) -> DeviceKeyList {
+        try await send("GET", ["v1", "identities", identity, "keys"])
+    }
+
     func fetchCall(id: String) async throws(RingRelayError) -> CallResource {
         try await send("GET", ["v1", "calls", id])
     }

@@ -119,6 +119,12 @@ public actor RingRelayClient {
         try await api.fetchCall(id: id)
     }
 
+    /// The device keys of `identity` (of this account) that a sealed invite is sealed to: its
+    /// active bindings with a public key, by registration time (`GET /v1/identities/{identity}/keys`).
+    public func deviceKeys(of identity: String) async throws(RingRelayError) -> [DeviceKeyResource] {
+        try await api.deviceKeys(of: identity).data
+    }
+
     /// This identity's call history, newest first, one page at a time: the calls it placed and
     /// the calls that rang it, on any of its devices, with who answered (`answeredBy`, a device
     /// id), how each ended (`state`, `endReason`, `endedBy`) and how long it lasted

@@ -129,6 +129,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
         signer: services.signer, clock: services.clock, maxTTL: configuration.maxAccessTokenTTL, maxBodyBytes: maxBodyBytes
     ).register(on: router)
     CallSettingsController(store: services.store, maxBodyBytes: maxBodyBytes).register(on: router)
+    IdentityKeysController(store: services.store).register(on: router)
     BindingsController(store: services.store, hub: services.hub, clock: services.clock, maxBodyBytes: maxBodyBytes).register(on: router)
     TestPushController(
         store: services.store, clock: services.clock, pusher: services.pusher,

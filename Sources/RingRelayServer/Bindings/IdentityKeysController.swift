@@ -1,0 +1,34 @@
+import Foundation
+import Hummingbird
+import RingRelayCore
+import RingRelayWire
+
+/// `GET /v1/identities/{identity}/keys`: the key directory a caller seals invites with — the
+/// identity's active bindings that carry a public key.
+///
+/// An account key sees every identity of its account; a device token sees every identity of its
+/// own account (a caller needs the callee's keys). Another account's identity is simply unknown
+/// here: an empty list, exactly as for an identity without keys, so nothing leaks.
+struct IdentityKeysController {
+    let store: any DataStore
+
+    func register(on router: Router<RingRelayRequestContext>) {
+        router.get("/v1/identities/:identity/keys") { _, context in
+            let scope = try context.requireScope()
+            // The path segment as sent: percent-encoded where the identity needs it.
+            guard let decoded = context.parameters.value("identity").removingPercentEncoding else {
+                throw QueryParameter.invalid("identity", "is not valid percent-encoded UTF-8.")
+            }
+            let identity = try QueryParameter.identity(decoded)
+            let bindings = try await store.activeBindings(accountID: scope.accountID, identity: identity)
+            let keys = bindings.sorted { ($0.registeredAt, $0.id) < ($1.registeredAt, $1.id) }.compactMap { binding in
+                binding.publicKey.map { key in
+                    DeviceKeyResource(
+                        bindingId: binding.id, deviceId: binding.deviceID, type: binding.type.rawValue, publicKey: key,
+                        registeredAt: binding.registeredAt)
+                }
+            }
+            return JSONResponse(DeviceKeyList(identity: identity, data: keys))
+        }
+    }
+}
