@@ -53,6 +53,16 @@ struct CallService: Sendable {
         }
         if let avatarURL = request.avatarUrl { try Self.validateAvatarURL(avatarURL, sealed: request.sealed != nil) }
         let sealed = try Self.sealed(request.sealed ?? [])
+        if !sealed.isEmpty {
+            // A sealed call carries no plaintext about the caller: what it would say goes in the boxes.
+            if request.displayName != nil {
+                throw RingRelayError.invalidField("displayName", "must not be given with 'sealed': put it inside the sealed invites.")
+            }
+            if request.metadata != nil {
+                throw RingRelayError.invalidField("metadata", "must not be given with 'sealed': put it inside the sealed invites.")
+            }
+            try await Self.checkSealedBindings(request.sealed ?? [], callee: request.to, accountID: scope.accountID, store: store)
+        }
         let ifBusy = try request.ifBusy.map(Self.busyPolicy)
 
         let now = clock.now
@@ -210,6 +220,21 @@ struct CallService: Sendable {
             throw .invalidField("avatarUrl", "must not be given with 'sealed': the server relays it in clear; put it inside the sealed invites.")
         }
         if let problem = AvatarURLRules.problem(with: text) { throw .invalidField("avatarUrl", problem) }
+    }
+
+    /// Each box must name an active `apns_alert` binding of the callee: a box for anyone else's
+    /// binding, or one that does not exist, is refused by its position (nothing rings).
+    private static func checkSealedBindings(_ invites: [SealedInvite], callee: String, accountID: String, store: any DataStore) async throws {
+        let calleeBindings = Dictionary(
+            uniqueKeysWithValues: try await store.activeBindings(accountID: accountID, identity: callee).map { ($0.id, $0) })
+        for (index, invite) in invites.enumerated() {
+            guard let binding = calleeBindings[invite.bindingId] else {
+                throw RingRelayError.invalidField("sealed[\(index)].bindingId", "is not an active binding of '\(callee)'.")
+            }
+            guard binding.type == .apnsAlert else {
+                throw RingRelayError.invalidField("sealed[\(index)].bindingId", "is a \(binding.type.rawValue) binding; sealed invites go to apns_alert bindings.")
+            }
+        }
     }
 
     /// Checks sealed invites; returns the boxes by binding id.
