@@ -5,10 +5,10 @@ import Synchronization
 /// alone, a caller writes its own item at once, in its own task, with no hop to another.
 ///
 /// A `write` gets a round's items in submission order and answers one result per item, in the same
-/// order (a failure of the whole round is every item's failure). Every submission passes the same
-/// write; a round is written with its first item's.
+/// order; if it throws, the whole round failed and every item gets that error. Every submission
+/// passes the same write; a round is written with its first item's.
 final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
-    typealias Write = @Sendable ([Item]) async -> [Result<Output, any Error>]
+    typealias Write = @Sendable ([Item]) async throws -> [Result<Output, any Error>]
 
     private struct State {
         var waiting: [(item: Item, write: Write, continuation: CheckedContinuation<Output, any Error>)] = []
@@ -27,15 +27,11 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             return !state.writing
         }
         if leads {
-            // Nothing was being written: this caller writes its item (with any that came meanwhile).
-            let others = state.withLock { state in
-                defer { state.waiting.removeAll(keepingCapacity: true) }
-                return state.waiting
-            }
-            let results = await write([item] + others.map(\.item))
-            for (other, result) in zip(others, results.dropFirst()) { other.continuation.resume(with: result) }
+            // Nothing was being written, so nobody waits either (a waiter always has a writer):
+            // this caller writes its own item, at once.
+            let result = await Self.run(write, [item])[0]
             handOff()
-            return try results[0].get()
+            return try result.get()
         }
         return try await withCheckedThrowingContinuation { continuation in
             let startDrain = state.withLock { state in
@@ -67,8 +63,17 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 return state.waiting
             }
             guard !round.isEmpty else { return }
-            let results = await round[0].write(round.map(\.item))
+            let results = await Self.run(round[0].write, round.map(\.item))
             for (waiter, result) in zip(round, results) { waiter.continuation.resume(with: result) }
+        }
+    }
+
+    /// One round: the write's results, or its error for every item.
+    private static func run(_ write: Write, _ items: [Item]) async -> [Result<Output, any Error>] {
+        do {
+            return try await write(items)
+        } catch {
+            return items.map { _ in .failure(error) }
         }
     }
 }

@@ -603,29 +603,25 @@ extension SQLiteStore {
         // of their own statements. Each commit writes the pages it changed once, so under load
         // the call indexes' pages are written once per round, not once per call (the history
         // indexes had made that a sixth of a webhook's CPU).
-        try await callInserts.submit(call) { calls in await self.insertCalls(calls) }
+        try await callInserts.submit(call) { calls in try await self.insertCalls(calls) }
     }
 
     /// Inserts one round of calls: alone as a statement of its own, several in one transaction.
     /// One call's failure is its own; a failed commit fails the round.
-    private func insertCalls(_ calls: [Call]) async -> [Result<CallCreation, any Error>] {
-        do {
-            return try await locked { connection in
-                guard calls.count > 1 else { return [Result { try self.insertCall(calls[0], on: connection) }] }
-                _ = try connection.query("BEGIN IMMEDIATE")
-                let results = calls.map { call in Result { try self.insertCall(call, on: connection) } }
-                do {
-                    _ = try connection.query("COMMIT")
-                } catch {
-                    _ = try? connection.query("ROLLBACK")
-                    // The cache may hold calls of the round that are not in the file.
-                    self.callCache.forgetAll()
-                    throw error
-                }
-                return results
+    private func insertCalls(_ calls: [Call]) async throws -> [Result<CallCreation, any Error>] {
+        try await locked { connection in
+            guard calls.count > 1 else { return [Result { try self.insertCall(calls[0], on: connection) }] }
+            _ = try connection.query("BEGIN IMMEDIATE")
+            let results = calls.map { call in Result { try self.insertCall(call, on: connection) } }
+            do {
+                _ = try connection.query("COMMIT")
+            } catch {
+                _ = try? connection.query("ROLLBACK")
+                // The cache may hold calls of the round that are not in the file.
+                self.callCache.forgetAll()
+                throw error
             }
-        } catch {
-            return calls.map { _ in .failure(error) }
+            return results
         }
     }
 
@@ -855,19 +851,15 @@ extension SQLiteStore {
     public func flushDeliveries() async throws {
         // Group commit: the caller's records are in the backlog already; one write of the backlog
         // serves everyone waiting when it starts.
-        try await deliveryFlushes.submit(()) { round in await self.writeFlushRound(round) }
+        try await deliveryFlushes.submit(()) { round in try await self.writeFlushRound(round) }
     }
 
     /// Writes the backlog for one round of ``flushDeliveries()`` callers.
-    private func writeFlushRound(_ round: [Void]) async -> [Result<Void, any Error>] {
-        do {
-            // Through the mutex even when the backlog is empty: records another writer drained
-            // are being written under it, and are committed once it is ours.
-            try await locked { connection in self.writeBacklog(on: connection) }
-            return round.map { .success($0) }
-        } catch {
-            return round.map { _ in .failure(error) }
-        }
+    private func writeFlushRound(_ round: [Void]) async throws -> [Result<Void, any Error>] {
+        // Through the mutex even when the backlog is empty: records another writer drained are
+        // being written under it, and are committed once it is ours.
+        try await locked { connection in self.writeBacklog(on: connection) }
+        return round.map { .success($0) }
     }
 
     public func deliveries(callID: String) async throws -> [Delivery] {

@@ -169,7 +169,7 @@ import Testing
         try await Self.withWorld { world in
             var random = SeededGenerator(seed: 0x5EED_CA11)
             var calls: [String] = []
-            for batch in 0..<5 {
+            for _ in 0..<5 {
                 var plans: [(String, [(String, String, Bool)])] = []
                 for _ in 0..<10 {
                     let caller = random.next() % 3 == 0 ? "c1" : "a1"
@@ -194,7 +194,6 @@ import Testing
                 }
                 try await Task.sleep(for: .milliseconds(100))
                 for (callID, _) in plans { try await world.finish(callID) }
-                _ = batch
             }
             try await Self.expectOneEndingEach(world, calls)
         }

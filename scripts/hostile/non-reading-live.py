@@ -11,12 +11,7 @@ peak and after, the cost per device, and how many connections the server closed 
 """
 import argparse, base64, http.client, json, os, socket, struct, threading, time, urllib.parse
 
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+from serverstats import rss_mib
 
 def api(url, method, path, token, body=None):
     parsed = urllib.parse.urlparse(url)

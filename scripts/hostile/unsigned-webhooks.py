@@ -8,14 +8,9 @@ answer must be 403. Prints the server's RSS before and after (from /proc) and th
 """
 import argparse, concurrent.futures, http.client, os, random, string, urllib.parse
 
-ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+from serverstats import rss_mib
 
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
 def lines(path):
     with open(path, "rb") as log:
