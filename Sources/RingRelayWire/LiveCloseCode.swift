@@ -20,7 +20,7 @@ public enum LiveCloseCode: UInt16, Sendable, Hashable, CaseIterable {
     public var reason: String {
         switch self {
         case .goingAway: "server shutting down"
-        case .policyViolation: "outbound budget exceeded"
+        case .policyViolation: "the device is not reading: outbound budget exceeded"
         case .replaced: "replaced"
         case .tokenExpired: "token_expired"
         case .accountDeleted: "account_deleted"

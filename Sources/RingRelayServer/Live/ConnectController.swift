@@ -104,7 +104,7 @@ struct ConnectController {
         // (4002), and the device comes back with a fresh one.
         let expiry = expiresAt.map { expiresAt in
             let remaining = max(0, expiresAt.timeIntervalSince(clock.now))
-            return channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(min(remaining, 86_400 * 2) * 1e9))) { [hub] in
+            return channel.eventLoop.scheduleTask(in: TimeAmount(Duration.seconds(remaining))) { [hub] in
                 hub.closeExpired(registration)
             }
         }

@@ -185,8 +185,6 @@ final class LiveOutboundBudget: ChannelDuplexHandler, RemovableChannelHandler {
     typealias OutboundIn = WebSocketFrame
     typealias OutboundOut = WebSocketFrame
 
-    static let closeReason = "the device is not reading: outbound budget exceeded"
-
     private let limits: LiveOutboundLimits
     private var waitingBytes = 0
     private var waitingFrames = 0
@@ -238,7 +236,7 @@ final class LiveOutboundBudget: ChannelDuplexHandler, RemovableChannelHandler {
     private func closeOverBudget(context: ChannelHandlerContext) {
         guard !closing else { return }
         closing = true
-        let frame = WebSocketFrame.close(code: .policyViolation, reason: Self.closeReason, allocator: context.channel.allocator)
+        let frame = WebSocketFrame.close(code: .policyViolation, reason: LiveCloseCode.policyViolation.reason, allocator: context.channel.allocator)
         context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
         context.close(promise: nil)
     }
