@@ -481,7 +481,7 @@ final class Softphone: Sendable {
         guard let error = error as? RingRelayError else { return "\(error)" }
         return switch error {
         case .server(let server): server.description
-        case .transport(let text), .invalidResponse(let text): text
+        case .transport(let text), .invalidResponse(let text), .sealedCall(let text): text
         case .invalidCallState(let state): "the call is \(state.name)"
         case .noSignaling: "no server"
         case .tooManyCalls: "too many calls at once"

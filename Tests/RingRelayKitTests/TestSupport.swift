@@ -40,6 +40,7 @@ struct InlineExecutor: CallbackExecutor {
 final class RecordingSystemUI: SystemCallUI {
     enum Record: Sendable, Hashable {
         case incoming(IncomingCallReport)
+        case updated(IncomingCallReport)
         case outgoingStarted(OutgoingCallReport)
         case outgoingConnected(UUID)
         case ended(UUID, CallEndReason)
@@ -75,6 +76,7 @@ final class RecordingSystemUI: SystemCallUI {
         completion(refusedUUID.withLock { $0 } == report.uuid ? Refusal() : nil)
     }
 
+    func reportIncomingCallUpdated(_ report: IncomingCallReport) { append(.updated(report)) }
     func reportOutgoingCallStarted(_ report: OutgoingCallReport) { append(.outgoingStarted(report)) }
     func reportOutgoingCallConnected(uuid: UUID) { append(.outgoingConnected(uuid)) }
     func reportCallEnded(uuid: UUID, reason: CallEndReason) { append(.ended(uuid, reason)) }

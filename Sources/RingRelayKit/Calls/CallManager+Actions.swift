@@ -164,13 +164,26 @@ extension CallManager {
         to callee: String, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil, metadata: JSONValue? = nil
     ) async throws(RingRelayError) -> Call {
         guard let signaling else { throw .noSignaling }
+        return try await placeCall { () async throws(RingRelayError) in
+            try await signaling.createCall(to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata)
+        } describedAs: { resource in
+            Call.Info(
+                remote: CallParty(identity: resource.to), media: CallMedia(wireValue: resource.media), serverCallId: resource.id,
+                metadata: resource.metadata)
+        }
+    }
+
+    /// Places a call with `create` (`POST /v1/calls`) and tracks it: a plain call, or a sealed
+    /// one, whose server record does not say what the caller sealed.
+    ///
+    /// - Parameter describe: the call's details, from the server's answer and what the caller knows.
+    func placeCall(
+        _ create: () async throws(RingRelayError) -> CallResource, describedAs describe: (CallResource) -> Call.Info
+    ) async throws(RingRelayError) -> Call {
         guard calls.count < configuration.maximumCalls else { throw .tooManyCalls }
-        let resource = try await signaling.createCall(
-            to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata)
+        let resource = try await create()
         let key = CallKey.ringRelay(callId: resource.id)
-        let info = Call.Info(
-            remote: CallParty(identity: resource.to), media: CallMedia(wireValue: resource.media), serverCallId: resource.id,
-            metadata: resource.metadata)
+        let info = describe(resource)
         let call = Call(
             key: key, direction: .outgoing, source: .ringRelay, info: info, manager: self, executor: configuration.callbackExecutor)
         let early = table.withLock { table in

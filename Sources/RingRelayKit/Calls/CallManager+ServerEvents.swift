@@ -16,7 +16,10 @@ extension CallManager {
                     avatarURL: AvatarURLRules.url(event.call.avatarUrl)),
                 media: CallMedia(wireValue: event.call.media), calleeBusy: event.calleeBusy ?? false, serverCallId: event.callId,
                 metadata: event.call.metadata)
-            ring(Sighting(key: .ringRelay(callId: event.callId), source: .ringRelay, info: info, fromPush: false, lostReason: lostReason(event)))
+            ring(
+                Sighting(
+                    key: .ringRelay(callId: event.callId), source: .ringRelay, info: info, fromPush: false, lostReason: lostReason(event),
+                    sealedBox: event.sealed))
         case .notification:
             ringProviderCall(event)
         case .accepted:

@@ -64,6 +64,8 @@ public final class CallManager: Sendable {
     public let configuration: Configuration
     let systemUI: any SystemCallUI
     let signaling: (any CallSignaling)?
+    /// Opens the boxes of sealed rings; without it, a sealed ring ends at once as failed.
+    let sealedInvites: (any SealedInviteOpening)?
 
     struct Table: Sendable {
         var calls: [Call] = []
@@ -89,9 +91,15 @@ public final class CallManager: Sendable {
     ///   - systemUI: the system call UI to drive.
     ///   - signaling: the server; without one, calls are handled locally (answer confirms at once).
     ///   - configuration: limits, callback executor, clock.
-    public init(systemUI: any SystemCallUI, signaling: (any CallSignaling)? = nil, configuration: Configuration = Configuration()) {
+    ///   - sealedInvites: opens the boxes of sealed rings (``RingRelayClient`` passes itself when
+    ///     its configuration has ``RingRelayClient/Configuration/sealedCalls``).
+    public init(
+        systemUI: any SystemCallUI, signaling: (any CallSignaling)? = nil, configuration: Configuration = Configuration(),
+        sealedInvites: (any SealedInviteOpening)? = nil
+    ) {
         self.systemUI = systemUI
         self.signaling = signaling
+        self.sealedInvites = sealedInvites
         self.configuration = configuration
         self.table = Mutex(Table(recent: RecentCalls(capacity: configuration.rememberedEndedCalls)))
     }
@@ -135,7 +143,9 @@ public final class CallManager: Sendable {
                 media: CallMedia(wireValue: invite.media), calleeBusy: invite.calleeBusy ?? false, serverCallId: invite.callId,
                 metadata: invite.metadata)
             let expired = configuration.now() >= invite.expiresAt
-            outcome = ring(Sighting(key: key, source: .ringRelay, info: info, fromPush: true, lostReason: expired ? .unanswered : nil))
+            outcome = ring(
+                Sighting(
+                    key: key, source: .ringRelay, info: info, fromPush: true, lostReason: expired ? .unanswered : nil, sealedBox: invite.sealed))
         case .twilioCall(let notification):
             let info = Call.Info(remote: notification.caller, media: .audio, providerPayload: notification.payload)
             outcome = ring(Sighting(key: key, source: .twilio, info: info, fromPush: true, lostReason: nil))
@@ -157,6 +167,8 @@ public final class CallManager: Sendable {
         var fromPush: Bool
         /// Why the call can no longer ring here, when the push or event came too late.
         var lostReason: CallEndReason?
+        /// The sealed invite of a sealed ring: who calls is inside, opened once the call is reported.
+        var sealedBox: String?
     }
 
     private enum RingDecision {
@@ -201,6 +213,7 @@ public final class CallManager: Sendable {
                 if error != nil { self?.finish(call, reason: .failed, reportToSystem: false) }
             }
             call.announceRinging()
+            if let box = sighting.sealedBox { openSealedRing(box, for: call) }
             if sighting.fromPush { confirmStillRinging(call) }
             return .call(call)
         case .known(let call):

@@ -18,6 +18,11 @@ struct APIClient: CallSignaling {
         return try await send("POST", ["v1", "calls"], body: body)
     }
 
+    /// `POST /v1/calls` with a body made by the caller (a sealed call).
+    func createCall(_ request: CreateCallRequest) async throws(RingRelayError) -> CallResource {
+        try await send("POST", ["v1", "calls"], body: request)
+    }
+
     func deviceKeys(of identity: String) async throws(RingRelayError) -> DeviceKeyList {
         try await send("GET", ["v1", "identities", identity, "keys"])
     }

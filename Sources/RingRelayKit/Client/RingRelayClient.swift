@@ -24,16 +24,20 @@ public actor RingRelayClient {
         public var reconnectPolicy: ReconnectPolicy
         /// The call manager's limits, callback executor and clock.
         public var calls: CallManager.Configuration
+        /// This device's key and files for sealed calls; `nil` for none (a sealed ring then ends
+        /// at once as failed).
+        public var sealedCalls: SealedCallConfiguration?
 
         /// Creates a configuration.
         public init(
             serverURL: URL, deviceId: String? = nil, reconnectPolicy: ReconnectPolicy = ReconnectPolicy(),
-            calls: CallManager.Configuration = CallManager.Configuration()
+            calls: CallManager.Configuration = CallManager.Configuration(), sealedCalls: SealedCallConfiguration? = nil
         ) {
             self.serverURL = serverURL
             self.deviceId = deviceId
             self.reconnectPolicy = reconnectPolicy
             self.calls = calls
+            self.sealedCalls = sealedCalls
         }
     }
 
@@ -58,7 +62,7 @@ public actor RingRelayClient {
     /// This client's configuration.
     public nonisolated let configuration: Configuration
 
-    private let api: APIClient
+    let api: APIClient
     private let liveTransport: (any LiveTransport)?
     private let bindingStore: any BindingStore
 
@@ -93,7 +97,10 @@ public actor RingRelayClient {
         self.configuration = configuration
         self.liveTransport = live
         self.bindingStore = bindingStore
-        self.calls = CallManager(systemUI: systemUI, signaling: api, configuration: configuration.calls)
+        let sealedInvites = configuration.sealedCalls.map {
+            ClientSealedInviteOpener(configuration: $0, api: api, bindingStore: bindingStore, now: configuration.calls.now)
+        }
+        self.calls = CallManager(systemUI: systemUI, signaling: api, configuration: configuration.calls, sealedInvites: sealedInvites)
     }
 
     /// `URLSessionLiveTransport` on Apple platforms, none elsewhere.

@@ -16,6 +16,10 @@ public enum RingRelayError: Error, Sendable, Hashable {
     case noSignaling
     /// The call already has as many concurrent calls as ``CallManager/Configuration/maximumCalls``.
     case tooManyCalls
+    /// A sealed call could not be placed: the client has no ``RingRelayClient/Configuration/sealedCalls``,
+    /// the callee has no device key, an invite is too large (metadata), or the file of known keys
+    /// could not be used. Nothing was sent to the callee.
+    case sealedCall(String)
 
     /// The server error, if this is one.
     public var serverError: ServerError? {

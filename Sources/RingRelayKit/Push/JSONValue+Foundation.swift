@@ -14,6 +14,13 @@ extension JSONValue {
         self = value
     }
 
+    /// The value as `JSONSerialization` gives it: `[String: Any]`, `[Any]`, `String`, `NSNumber`,
+    /// `NSNull`. What CallKit's `reportNewIncomingVoIPPushPayload` and the Twilio and Webex SDKs take.
+    public var foundationObject: Any {
+        // JSON text of a JSONValue always reads back.
+        (try? JSONSerialization.jsonObject(with: canonicalData, options: .fragmentsAllowed)) ?? NSNull()
+    }
+
     /// The value as JSON text with sorted keys: equal values give equal bytes.
     var canonicalData: Data {
         let encoder = JSONEncoder()

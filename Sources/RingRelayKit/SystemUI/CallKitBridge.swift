@@ -64,11 +64,19 @@
         // MARK: SystemCallUI
 
         public func reportIncomingCall(_ report: IncomingCallReport, completion: @escaping @Sendable ((any Error)?) -> Void) {
+            provider.reportNewIncomingCall(with: report.uuid, update: Self.update(for: report), completion: completion)
+        }
+
+        private static func update(for report: IncomingCallReport) -> CXCallUpdate {
             let update = CXCallUpdate()
             update.remoteHandle = CXHandle(type: .generic, value: report.caller.identity)
             update.localizedCallerName = report.caller.displayText
             update.hasVideo = report.hasVideo
-            provider.reportNewIncomingCall(with: report.uuid, update: update, completion: completion)
+            return update
+        }
+
+        public func reportIncomingCallUpdated(_ report: IncomingCallReport) {
+            provider.reportCall(with: report.uuid, updated: Self.update(for: report))
         }
 
         public func reportOutgoingCallStarted(_ report: OutgoingCallReport) {

@@ -53,6 +53,10 @@ public protocol SystemCallUI: Sendable {
     /// called. `completion` gets the system's refusal, if any (Do Not Disturb, blocked caller).
     func reportIncomingCall(_ report: IncomingCallReport, completion: @escaping @Sendable ((any Error)?) -> Void)
 
+    /// What an incoming call shows changed: the caller of a sealed ring, once its box is open.
+    /// A default does nothing.
+    func reportIncomingCallUpdated(_ report: IncomingCallReport)
+
     /// An outgoing call was placed and the callee's devices are being rung.
     func reportOutgoingCallStarted(_ report: OutgoingCallReport)
 
@@ -80,6 +84,9 @@ public protocol SystemCallUI: Sendable {
 }
 
 extension SystemCallUI {
+    /// Does nothing: a system call UI that shows no caller need not hear of it.
+    public func reportIncomingCallUpdated(_ report: IncomingCallReport) {}
+
     /// Does nothing: a system call UI without a mute button need not hear of it.
     public func reportCallMuted(uuid: UUID, muted: Bool) {}
 }

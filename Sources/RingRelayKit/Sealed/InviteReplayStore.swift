@@ -1,0 +1,69 @@
+import Foundation
+
+/// The sealed invites this device has opened, kept in a file until each expires, so that a box
+/// delivered twice (a replay, or the same call by two channels) is opened once.
+///
+/// An app and its Notification Service Extension open invites in two processes: give both the
+/// same file in their app group's container
+/// (`FileManager.default.containerURL(forSecurityApplicationGroupIdentifier:)`). Changes hold
+/// a lock and replace the file atomically (see ``LockedFile``), so two processes or two
+/// instances never both accept one invite.
+public struct InviteReplayStore: Sendable {
+    /// The file, created at first use.
+    public let fileURL: URL
+    /// How many unexpired invites are remembered at most. When it is reached, the invite that
+    /// expires first is forgotten: far more than can ring within one ring timeout.
+    public let capacity: Int
+
+    private let file: LockedFile
+
+    /// Creates a store on `fileURL`.
+    public init(fileURL: URL, capacity: Int = 1024) {
+        self.fileURL = fileURL
+        self.capacity = max(1, capacity)
+        file = LockedFile(url: fileURL)
+    }
+
+    /// The file's content: invite id → expiry, seconds since 1970.
+    private struct Contents: Codable {
+        var v = 1
+        var invites: [String: Double] = [:]
+    }
+
+    /// Records that `inviteId` was opened, unless it was before; forgets invites that expired.
+    ///
+    /// - Returns: `false` when the invite was recorded before (a replay).
+    /// - Throws: when the file cannot be read or written (treat as a refusal: a replay cannot be ruled out).
+    public func recordFirstOpening(of inviteId: String, expiresAt: Date, now: Date) throws -> Bool {
+        try file.update { data in
+            var contents = try data.map { try JSONDecoder().decode(Contents.self, from: $0) } ?? Contents()
+            let nowSeconds = now.timeIntervalSince1970
+            contents.invites = contents.invites.filter { $0.value > nowSeconds }
+            guard contents.invites[inviteId] == nil else {
+                data = try JSONEncoder.sorted.encode(contents)
+                return false
+            }
+            contents.invites[inviteId] = expiresAt.timeIntervalSince1970
+            if contents.invites.count > capacity {
+                let soonest = contents.invites.sorted { ($0.value, $0.key) < ($1.value, $1.key) }.prefix(contents.invites.count - capacity)
+                for (id, _) in soonest { contents.invites[id] = nil }
+            }
+            data = try JSONEncoder.sorted.encode(contents)
+            return true
+        }
+    }
+
+    /// How many invites the file remembers now (for tests and diagnostics).
+    public func count() throws -> Int {
+        try file.update { data in try data.map { try JSONDecoder().decode(Contents.self, from: $0) }?.invites.count ?? 0 }
+    }
+}
+
+extension JSONEncoder {
+    /// Sorted keys: the same content gives the same bytes, so an unchanged file is not rewritten.
+    static var sorted: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }
+}

@@ -1,0 +1,110 @@
+import Crypto
+import Dispatch
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import RingRelayKit
+import RingRelayTesting
+import RingRelayWire
+import Testing
+
+@testable import RingRelayCLI
+
+/// A sealed call end to end: Alice's SDK seals an invite to Bob's `apns_alert` binding, the
+/// server relays it to the APNs simulator as an alert push, and Bob's SDK, handed the captured
+/// payload as his Notification Service Extension would be, opens it and rings one call.
+@Suite struct SealedSDKLiveTests {
+    /// A device with sealed calls: an SDK client, its key and its files.
+    struct SealedDevice {
+        let client: RingRelayClient
+        let ui = RecordingCallUI()
+        let identity: SealedCallIdentity
+        let configuration: SealedCallConfiguration
+
+        init(port: Int, accountID: String, identity name: String, deviceID: String, token: String, files: TemporaryDirectory) {
+            identity = SealedCallIdentity(accountId: accountID, identity: name, deviceId: deviceID, privateKey: .init())
+            configuration = SealedCallConfiguration(
+                identity: identity, replayStore: InviteReplayStore(fileURL: URL(fileURLWithPath: files.appending("\(deviceID)-replays.json"))),
+                knownKeys: KnownDeviceKeys(fileURL: URL(fileURLWithPath: files.appending("\(deviceID)-known-keys.json"))))
+            client = RingRelayClient(
+                configuration: .init(
+                    serverURL: URL(string: "http://127.0.0.1:\(port)")!, deviceId: deviceID,
+                    calls: .init(callbackExecutor: DispatchQueue(label: "sealed-test-\(deviceID)")), sealedCalls: configuration),
+                systemUI: ui, accessToken: { token }, http: URLSessionHTTPTransport(), live: NIOLiveTransport())
+        }
+    }
+
+    @Test func aSealedAlertPushOpensInTheCalleesSDKAndRingsOneCall() async throws {
+        try await TestServer.withPushServer(.live) { server, simulator, client, key in
+            let files = try TemporaryDirectory(prefix: "ringrelay-sealed-live")
+            defer { files.remove() }
+            let port = try #require(client.port)
+            let accounts = try await client.send(.get, "/v1/accounts", token: server.adminToken).decode(AccountList.self)
+            let accountID = try #require(accounts.data.first { $0.name == "acme" }?.id)
+            func device(_ identity: String, _ deviceID: String) async throws -> SealedDevice {
+                let token = try await client.accessToken(identity: identity, deviceID: deviceID, key: key)
+                return SealedDevice(port: port, accountID: accountID, identity: identity, deviceID: deviceID, token: token, files: files)
+            }
+            let alice = try await device("alice", "alice-phone-7f3a")
+            let bob = try await device("bob", "bob-phone-91c2")
+            // Each registers an alert binding with its key; Alice connects, Bob stays offline.
+            try await alice.client.register(
+                token: apnsToken(seed: 1), type: .apnsAlert, environment: .sandbox, publicKey: alice.identity.publicKeyBase64)
+            let bobToken = apnsToken(seed: 2)
+            let bobBinding = try await bob.client.register(
+                token: bobToken, type: .apnsAlert, environment: .sandbox, publicKey: bob.identity.publicKeyBase64)
+            await alice.client.connect()
+
+            let metadata = JSONValue.object(["room": .string("secret-room-4242")])
+            let outgoing = try await alice.client.startCall(to: "bob", sealed: true, media: .video, displayName: "Alice Liddell", metadata: metadata)
+            let callID = try #require(outgoing.serverCallId)
+            #expect(outgoing.remote.identity == "bob")
+            #expect(outgoing.media == .video)
+
+            // The alert push the simulator captured carries nothing about the caller in clear.
+            let push = try #require(try await LiveDeliveryTests.pushes(to: [bobToken], at: simulator).first)
+            #expect(push.headers["apns-push-type"] == "alert")
+            for secret in ["Alice Liddell", "secret-room-4242", "alice-phone-7f3a", "alice", "video", alice.identity.keyId.description] {
+                #expect(push.payload.range(of: Data(secret.utf8)) == nil, "\(secret) in \(String(decoding: push.payload, as: UTF8.self))")
+            }
+            // Nor does the server's record of the call.
+            let record = try await alice.client.fetchCall(id: callID)
+            #expect(record.displayName == nil)
+            #expect(record.metadata == nil)
+
+            // Bob's Notification Service Extension opens it: one VoIP payload for CallKit.
+            let userInfo = try #require(try JSONSerialization.jsonObject(with: push.payload) as? [AnyHashable: Any])
+            let nse = SealedNotificationProcessor(
+                opener: SealedInviteOpener(
+                    identity: bob.identity, bindingIds: [bobBinding.id], senderKeys: bob.client.keyDirectory,
+                    replayStore: bob.configuration.replayStore))
+            guard case .reportCall(let voipPayload) = await nse.process(userInfo) else {
+                Issue.record("the extension did not report the call")
+                return
+            }
+            // CallKit wakes Bob's app with it: one call, Alice's, on video.
+            let report = bob.client.calls.handlePush(try #require(voipPayload.foundationObject as? [AnyHashable: Any]))
+            let ringing = try #require(report.call)
+            #expect(ringing.uuid == outgoing.uuid)
+            #expect(ringing.serverCallId == callID)
+            #expect(ringing.remote == CallParty(identity: "alice", displayName: "Alice Liddell"))
+            #expect(ringing.media == .video)
+            #expect(ringing.metadata == metadata)
+            #expect(bob.ui.records.filter { $0 == .incoming(outgoing.uuid) }.count == 1)
+
+            // The same push again (redelivered) is refused: the app and extension share the file.
+            #expect(await nse.process(userInfo) == .suppress(.replayed))
+            // The raw push handed to Bob's own SDK is the same call, not a second one.
+            #expect(bob.client.calls.handlePush(userInfo).call === ringing)
+            #expect(bob.ui.records.filter { $0 == .incoming(outgoing.uuid) }.count == 2)
+            #expect(bob.client.calls.calls.count == 1)
+
+            // Bob answers: Alice's call connects.
+            try await ringing.answer()
+            #expect(ringing.state == .connected)
+            #expect(await eventually { outgoing.state == .connected })
+            try await outgoing.end()
+            await alice.client.disconnect()
+        }
+    }
+}
