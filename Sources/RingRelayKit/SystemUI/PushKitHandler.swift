@@ -37,7 +37,7 @@
             guard type == .voIP else { return }
             let (client, token, environment, onError) = (client, credentials.token, environment, onError)
             Task {
-                do {
+                do throws(RingRelayError) {
                     try await client.register(pushToken: token, type: .apnsVoIP, environment: environment)
                 } catch {
                     onError(error)
@@ -49,7 +49,7 @@
             guard type == .voIP else { return }
             let (client, onError) = (client, onError)
             Task {
-                do {
+                do throws(RingRelayError) {
                     try await client.unregister(type: .apnsVoIP)
                 } catch {
                     onError(error)
