@@ -6,6 +6,7 @@ import HummingbirdTesting
 import RingRelayKit
 import RingRelayTesting
 import RingRelayWire
+import Synchronization
 import Testing
 
 @testable import RingRelayCLI
@@ -20,18 +21,39 @@ import Testing
         let ui = RecordingCallUI()
         let identity: SealedCallIdentity
         let configuration: SealedCallConfiguration
+        /// What `onDeviceKeysChanged` was told, in order.
+        let keyChanges = KeyChangeLog()
 
         init(port: Int, accountID: String, identity name: String, deviceID: String, token: String, files: TemporaryDirectory) {
             identity = SealedCallIdentity(accountId: accountID, identity: name, deviceId: deviceID, privateKey: .init())
             configuration = SealedCallConfiguration(
                 identity: identity, replayStore: InviteReplayStore(fileURL: URL(fileURLWithPath: files.appending("\(deviceID)-replays.json"))),
-                knownKeys: KnownDeviceKeys(fileURL: URL(fileURLWithPath: files.appending("\(deviceID)-known-keys.json"))))
+                knownKeys: KnownDeviceKeys(fileURL: URL(fileURLWithPath: files.appending("\(deviceID)-known-keys.json"))),
+                onDeviceKeysChanged: { [keyChanges] change in keyChanges.append(change) })
             client = RingRelayClient(
                 configuration: .init(
                     serverURL: URL(string: "http://127.0.0.1:\(port)")!, deviceId: deviceID,
                     calls: .init(callbackExecutor: DispatchQueue(label: "sealed-test-\(deviceID)")), sealedCalls: configuration),
                 systemUI: ui, accessToken: { token }, http: URLSessionHTTPTransport(), live: NIOLiveTransport())
         }
+    }
+
+    /// Waits for the simulator's push of call `callID` to `token`.
+    static func push(of callID: String, to token: String, at simulator: APNsSimulator) async throws -> APNsSimulator.ReceivedPush {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let push = simulator.received.first(where: { $0.deviceToken == token && $0.payload.range(of: Data(callID.utf8)) != nil }) {
+                return push
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("no push of \(callID) within 20 s")
+        throw CancellationError()
+    }
+
+    /// A captured payload as iOS hands it over (`userInfo`, `dictionaryPayload`).
+    static func dictionary(_ push: APNsSimulator.ReceivedPush) throws -> [AnyHashable: Any] {
+        try #require(try JSONSerialization.jsonObject(with: push.payload) as? [AnyHashable: Any])
     }
 
     @Test func aSealedAlertPushOpensInTheCalleesSDKAndRingsOneCall() async throws {
@@ -62,7 +84,7 @@ import Testing
             #expect(outgoing.media == .video)
 
             // The alert push the simulator captured carries nothing about the caller in clear.
-            let push = try #require(try await LiveDeliveryTests.pushes(to: [bobToken], at: simulator).first)
+            let push = try await Self.push(of: callID, to: bobToken, at: simulator)
             #expect(push.headers["apns-push-type"] == "alert")
             for secret in ["Alice Liddell", "secret-room-4242", "alice-phone-7f3a", "alice", "video", alice.identity.keyId.description] {
                 #expect(push.payload.range(of: Data(secret.utf8)) == nil, "\(secret) in \(String(decoding: push.payload, as: UTF8.self))")
@@ -73,7 +95,7 @@ import Testing
             #expect(record.metadata == nil)
 
             // Bob's Notification Service Extension opens it: one VoIP payload for CallKit.
-            let userInfo = try #require(try JSONSerialization.jsonObject(with: push.payload) as? [AnyHashable: Any])
+            let userInfo = try Self.dictionary(push)
             let nse = SealedNotificationProcessor(
                 opener: SealedInviteOpener(
                     identity: bob.identity, bindingIds: [bobBinding.id], senderKeys: bob.client.keyDirectory,
@@ -104,7 +126,44 @@ import Testing
             #expect(ringing.state == .connected)
             #expect(await eventually { outgoing.state == .connected })
             try await outgoing.end()
+            try await ringing.end()
+
+            // A second sealed call whose push reaches Bob's app itself (a VoIP push carrying the
+            // box): reported at once, then it shows Alice once the box opens with the directory's key.
+            let second = try await alice.client.startCall(to: "bob", sealed: true, displayName: "Alice Liddell")
+            let secondPush = try await Self.push(of: try #require(second.serverCallId), to: bobToken, at: simulator)
+            let secondRinging = try #require(bob.client.calls.handlePush(try Self.dictionary(secondPush)).call)
+            #expect(await eventually { secondRinging.remote.displayName == "Alice Liddell" })
+            #expect(secondRinging.state == .ringing)
+            try await secondRinging.end()
+            #expect(await eventually { second.state.isEnded })
+
+            // Bob's phone comes back with a new key: Alice's next sealed call reports the change first.
+            #expect(alice.keyChanges.all.isEmpty)
+            let newKey = P256.KeyAgreement.PrivateKey()
+            try await bob.client.register(token: bobToken, type: .apnsAlert, environment: .sandbox, publicKey: newKey.publicKey.base64X963)
+            let third = try await alice.client.startCall(to: "bob", sealed: true)
+            let change = try #require(alice.keyChanges.all.first)
+            #expect(change.identity == "bob")
+            #expect(change.added.isEmpty && change.removed.isEmpty)
+            #expect(change.changed.map(\.now.keyId) == [DeviceKeyID(of: newKey.publicKey)])
+            #expect(change.changed.map(\.before.keyId) == [bob.identity.keyId])
+            // Bob's app still holds its old key: the box sealed to the new one is refused, the call ends as failed.
+            let thirdPush = try await Self.push(of: try #require(third.serverCallId), to: bobToken, at: simulator)
+            let thirdRinging = try #require(bob.client.calls.handlePush(try Self.dictionary(thirdPush)).call)
+            #expect(await eventually { thirdRinging.state == .ended(.failed) })
+            #expect(await eventually { bob.ui.endReasons(for: thirdRinging.uuid) == [.failed] })
+            try await third.end()
             await alice.client.disconnect()
         }
     }
+}
+
+/// What a device's `onDeviceKeysChanged` was told, in order.
+final class KeyChangeLog: Sendable {
+    private let changes = Mutex<[DeviceKeyChange]>([])
+
+    var all: [DeviceKeyChange] { changes.withLock { $0 } }
+
+    func append(_ change: DeviceKeyChange) { changes.withLock { $0.append(change) } }
 }

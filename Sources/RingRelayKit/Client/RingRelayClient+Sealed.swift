@@ -6,7 +6,7 @@ extension RingRelayClient {
     /// The server's key directory, for authenticating the callers of sealed invites
     /// (``SealedInviteOpener/senderKeys``).
     public nonisolated var keyDirectory: KeyDirectoryLookup {
-        KeyDirectoryLookup { [api] identity in try await api.deviceKeys(of: identity).data }
+        KeyDirectoryLookup(api: api)
     }
 
     /// Calls `callee`, sealed when `sealed` is `true`: the caller's name, picture, media and
@@ -92,7 +92,7 @@ struct ClientSealedInviteOpener: SealedInviteOpening {
     func open(_ box: String) async throws(SealedInviteRefusal) -> SealedCallPayload {
         let opener = SealedInviteOpener(
             identity: configuration.identity, bindingIds: Set(await bindingStore.load().map(\.id)),
-            senderKeys: KeyDirectoryLookup { [api] identity in try await api.deviceKeys(of: identity).data },
+            senderKeys: KeyDirectoryLookup(api: api),
             replayStore: configuration.replayStore, now: now)
         return try await opener.open(box)
     }

@@ -20,6 +20,17 @@ public struct KeyDirectoryLookup: SenderKeyLookup {
         self.fetch = fetch
     }
 
+    /// Creates a lookup that asks the server, with a device access token: what a Notification
+    /// Service Extension uses, which has no ``RingRelayClient``.
+    public init(serverURL: URL, accessToken: @escaping @Sendable () async throws -> String, http: any HTTPTransport = URLSessionHTTPTransport()) {
+        self.init(api: APIClient(baseURL: serverURL, deviceId: nil, http: http, tokens: AccessTokenCache(provider: accessToken)))
+    }
+
+    /// Creates a lookup on a client's REST connection.
+    init(api: APIClient) {
+        self.init { identity in try await api.deviceKeys(of: identity).data }
+    }
+
     public func publicKey(of identity: String, keyId: DeviceKeyID) async throws -> P256.KeyAgreement.PublicKey? {
         try await fetch(identity).lazy.compactMap { P256.KeyAgreement.PublicKey(base64X963: $0.publicKey) }.first { DeviceKeyID(of: $0) == keyId }
     }
