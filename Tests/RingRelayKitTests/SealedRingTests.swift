@@ -93,6 +93,21 @@ import Testing
         #expect(call.state == .ringing)
     }
 
+    @Test func anFCMDataMessageCarryingABoxIsOpenedTheSameWay() async throws {
+        let world = try SealedWorld()
+        defer { world.directory.remove() }
+        let ui = RecordingSystemUI()
+        let manager = Self.manager(ui, opener: world.opener())
+        // FCM data values are strings: the invite arrives as JSON text under `ringrelay`.
+        let invite: [String: Any] = [
+            "v": 1, "callId": "call_1", "sealed": try world.box(), "sentAt": Make.iso(Dates.sent), "expiresAt": Make.iso(Dates.expired),
+        ]
+        let text = String(decoding: try JSONSerialization.data(withJSONObject: invite), as: UTF8.self)
+        let call = try #require(manager.handlePush(["ringrelay": text]).call)
+        #expect(await eventually { call.remote.displayName == "Alice Liddell" })
+        #expect(ui.incomingReports.count == 1)
+    }
+
     @Test func aSealedRingThatDoesNotOpenEndsAsFailed() async throws {
         let world = try SealedWorld()
         defer { world.directory.remove() }
