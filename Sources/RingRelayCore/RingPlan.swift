@@ -32,6 +32,12 @@ public struct RingPlan: Sendable, Hashable {
         public var delivery: Delivery
         /// The binding pushed to.
         public var binding: Binding
+
+        /// Creates a push.
+        public init(delivery: Delivery, binding: Binding) {
+            self.delivery = delivery
+            self.binding = binding
+        }
     }
 
     /// Which bindings a ring has something to send to: a provider call has no sealed invite, so its

@@ -250,7 +250,9 @@ struct JSONText {
             members.member("id") { $0.string(call.id) }
             members.member("media") { $0.string(call.media) }
             if let metadata = call.metadata { members.member("metadata") { $0.value(metadata) } }
+            if let notifyMissed = call.notifyMissed { members.member("notifyMissed") { $0.raw(notifyMissed ? "true" : "false") } }
             members.member("ringEndsAt") { $0.date(call.ringEndsAt) }
+            if let sealed = call.sealed { members.member("sealed") { $0.raw(sealed ? "true" : "false") } }
             members.member("source") { $0.string(call.source) }
             members.member("state") { $0.string(call.state) }
             members.member("to") { $0.string(call.to) }

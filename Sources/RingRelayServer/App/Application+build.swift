@@ -94,7 +94,11 @@ extension AppServices {
             store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
             metrics: metrics, credentials: credentials, faults: faults, pusher: pusher, executor: executor,
             limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), hub: hub,
-            ringer: ringer, calls: CallService(store: store, ringer: ringer, hub: hub, clock: clock, metrics: metrics, logger: logger),
+            ringer: ringer,
+            calls: CallService(
+                store: store, ringer: ringer, hub: hub,
+                notifier: MissedCallNotifier(store: store, executor: executor, clock: clock, logger: logger), clock: clock,
+                metrics: metrics, logger: logger),
             logger: logger)
     }
 }

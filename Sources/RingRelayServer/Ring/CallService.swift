@@ -12,6 +12,8 @@ struct CallService: Sendable {
     let store: any DataStore
     let ringer: Ringer
     let hub: LiveHub
+    /// Tells the callee's offline devices about rings that ended unanswered.
+    let notifier: MissedCallNotifier
     let clock: any WallClock
     let metrics: ServerMetrics
     let logger: Logger
@@ -69,7 +71,8 @@ struct CallService: Sendable {
         let call = Call(
             id: ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
             callerName: request.displayName, callerAvatarURL: request.avatarUrl, callee: request.to, media: media, metadata: metadata,
-            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now)
+            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now,
+            notifyMissed: request.notifyMissed, isSealed: !sealed.isEmpty)
         let result: Ringer.Result
         switch try await ringer.create(call) {
         case .existing(let existing):
@@ -160,6 +163,7 @@ struct CallService: Sendable {
         logger.info("call \(changed.state.rawValue)", metadata: ["call.command": .string(command.rawValue)])
         record(changed)
         hub.publish(CallRules.events(after: changed, actingDevice: actor.deviceID), call: changed)
+        await notifier.callEnded(changed)
         return changed
     }
 
@@ -170,6 +174,7 @@ struct CallService: Sendable {
             guard let missed = try await store.transitionCall(CallRules.timeout(call, at: clock.now)) else { return }
             record(missed)
             hub.publish(CallRules.events(after: missed, actingDevice: nil), call: missed)
+            await notifier.callEnded(missed)
         } catch {
             logger.warning("could not end an unanswered call", metadata: ["call.id": .string(call.id), "error.cause": .string("\(error)")])
         }
