@@ -62,6 +62,7 @@ extension CallEvent: JSONTextEncodable {
             if let payload { members.member("payload") { $0.value(payload) } }
             if let provider { members.member("provider") { $0.string(provider) } }
             if let reason { members.member("reason") { $0.string(reason) } }
+            if let sealed { members.member("sealed") { $0.string(sealed) } }
             members.member("sentAt") { $0.date(sentAt) }
             members.member("type") { $0.string(type.rawValue) }
         }

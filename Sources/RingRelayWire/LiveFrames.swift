@@ -49,11 +49,14 @@ public struct CallEvent: Sendable, Hashable, Codable {
     public var provider: String?
     /// For `call.notification`: the provider's payload, unchanged.
     public var payload: JSONValue?
+    /// For a sealed call's `call.incoming`: the box sealed to this device's binding, base64 (the
+    /// caller's name, media and metadata are inside; `call` says only who and when).
+    public var sealed: String?
 
     /// Creates an event.
     public init(
         type: CallEventType, eventId: String, callId: String, call: CallResource, sentAt: Date, reason: String? = nil,
-        calleeBusy: Bool? = nil, provider: String? = nil, payload: JSONValue? = nil
+        calleeBusy: Bool? = nil, provider: String? = nil, payload: JSONValue? = nil, sealed: String? = nil
     ) {
         self.type = type
         self.eventId = eventId
@@ -64,6 +67,7 @@ public struct CallEvent: Sendable, Hashable, Codable {
         self.calleeBusy = calleeBusy
         self.provider = provider
         self.payload = payload
+        self.sealed = sealed
     }
 }
 

@@ -143,7 +143,7 @@ final class RingExecutor: Sendable {
         answered.attempts = 1
         if let eventID = hub.ring(
             ring.content.liveEvent, call: call, to: key, calleeBusy: ring.calleeBusy, provider: call.source == .native ? nil : call.source,
-            rawPayload: ring.content.livePayload),
+            rawPayload: ring.content.livePayload, sealed: ring.content.sealedLive[live.deviceID]),
             await hub.awaitAck(eventID, within: liveFallback)
         {
             answered.outcome = PushDisposition.delivered.metricName
