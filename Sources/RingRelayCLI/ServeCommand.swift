@@ -135,12 +135,12 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await runServer(
                 configuration: configuration, logger: logger,
-                announce: { bootstrap in
-                    if let token = bootstrap.generatedAdminToken {
+                announce: { created in
+                    if let token = created.adminToken {
                         say("Generated an admin token (stored in \(configuration.dataDirectory)/\(Bootstrap.adminTokenFile), shown once):")
                         say("  RINGRELAY_ADMIN_TOKEN=\(token)")
                     }
-                    if let account = bootstrap.defaultAccount {
+                    if let account = created.defaultAccount {
                         say("Created the account 'default' (\(account.id)). Its API key, shown once:")
                         say("  RINGRELAY_TOKEN=\(account.apiKey)")
                     }

@@ -147,6 +147,8 @@ extension RingRelayError.Code {
 
     /// The data directory cannot be created or written.
     public static let dataDirUnusable = Self(rawValue: "data_dir_unusable")
+    /// The server cannot bind its address (a port in use, a privileged port, an unknown host address).
+    public static let listenFailed = Self(rawValue: "listen_failed")
     /// The database cannot be opened or prepared.
     public static let storeUnavailable = Self(rawValue: "store_unavailable")
     /// The database is closed (the server is shutting down).

@@ -56,6 +56,34 @@ import Testing
         #expect(try await second.waitForExit() == 0)
     }
 
+    /// A port in use stops start-up before the one-time secrets exist (issue 19 item 1): the error
+    /// names --port, nothing is printed or written, and the next start shows both secrets.
+    @Test func busyPortSpendsNoSecrets() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let occupier = try ServerProcess(["serve", "--port", "0", "--data-dir", "other", "--admin-token", adminToken], directory: directory.path)
+        let occupied = try #require(URLComponents(string: try await occupier.waitUntilListening())?.port)
+
+        let refused = try await ServerProcess.run(["serve", "--port", "\(occupied)", "--data-dir", "data"], directory: directory.path)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("Cannot listen on 127.0.0.1:\(occupied): the port is already in use"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("--port"))
+        #expect(!refused.stdout.contains("RINGRELAY_ADMIN_TOKEN="), "\(refused.stdout)")
+        #expect(!refused.stdout.contains("RINGRELAY_TOKEN="), "\(refused.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appending("data/admin-token")))
+        occupier.signal(SIGTERM)
+        #expect(try await occupier.waitForExit() == 0)
+
+        let started = try ServerProcess(["serve", "--port", "0", "--data-dir", "data"], directory: directory.path)
+        let url = try await started.waitUntilListening()
+        let admin = try #require(started.stdout.firstMatch(of: /RINGRELAY_ADMIN_TOKEN=(\S+)/)?.1).description
+        let key = try #require(started.stdout.firstMatch(of: /RINGRELAY_TOKEN=(\S+)/)?.1).description
+        #expect(try await Self.request(.GET, url + "/v1/accounts", token: admin).0 == 200)
+        #expect(try await Self.request(.GET, url + "/v1/bindings", token: key).0 == 200)
+        started.signal(SIGTERM)
+        #expect(try await started.waitForExit() == 0)
+    }
+
     @Test func badConfigurationStopsStartUpNamingTheKey() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
