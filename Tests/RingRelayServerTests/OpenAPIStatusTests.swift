@@ -153,6 +153,7 @@ import Testing
         let webex = #"{"secret":"\#(WebhookTests.webexSecret)"}"#
         let apns = #"{"teamId":"ABCDE12345","keyId":"KEY1234567","privateKey":"\#(world.p8)","topic":"com.example.app"}"#
         var fixtures: [String: Fixture] = [
+            "GET /": Fixture(expect: .ok),
             "GET /healthz": Fixture(expect: .ok),
             "GET /readyz": Fixture(expect: .ok),
             "GET /metrics": Fixture(expect: .ok),
