@@ -39,6 +39,9 @@ public func buildApplication(
     shutdownNotice: ShutdownNotice? = nil,
     onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
+    // Every line a request causes carries its id, the services' own loggers' lines included.
+    var logger = logger
+    logger.handler.metadataProvider = .multiplex([logger.metadataProvider, RequestIDs.metadataProvider].compactMap { $0 })
     let appServices = try await AppServices.make(
         configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
     let router = buildRouter(services: appServices)
@@ -104,8 +107,11 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     let router = Router(context: RingRelayRequestContext.self)
     let configuration = services.configuration
     let maxBodyBytes = configuration.maxBodyBytes
-    // Order matters: metrics see the final status, errors are rendered before metrics read them,
-    // and authentication runs inside the error mapping so its 401s get the house body.
+    // Order matters: every answer gets its request id, the access log and metrics see the final
+    // status, errors are rendered before they read it, and authentication runs inside the error
+    // mapping so its 401s get the house body.
+    router.add(middleware: RequestIDMiddleware(trustProxy: configuration.trustProxy))
+    if configuration.accessLog { router.add(middleware: AccessLogMiddleware(logger: services.logger)) }
     router.add(middleware: MetricsMiddleware(metrics: services.metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(
