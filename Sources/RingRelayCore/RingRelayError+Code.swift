@@ -66,6 +66,8 @@ extension RingRelayError.Code {
     public static let missingParameter = Self(rawValue: "missing_parameter")
     /// A query parameter breaks a rule.
     public static let invalidParameter = Self(rawValue: "invalid_parameter")
+    /// A query parameter the operation does not take.
+    public static let unknownParameter = Self(rawValue: "unknown_parameter")
     /// A pagination cursor this server did not issue.
     public static let invalidCursor = Self(rawValue: "invalid_cursor")
     /// Too many requests for the account.

@@ -26,14 +26,21 @@ import Testing
         return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: 1 << 20)))
     }
 
+    /// The admin token and the `default` account's key a first start printed.
+    private static func printedSecrets(_ server: ServerProcess) throws -> (admin: String, key: String) {
+        let printed = server.stdout
+        return (
+            try #require(printed.firstMatch(of: /RINGRELAY_ADMIN_TOKEN=(\S+)/)?.1).description,
+            try #require(printed.firstMatch(of: /RINGRELAY_TOKEN=(\S+)/)?.1).description
+        )
+    }
+
     @Test func firstStartPrintsSecretsOnceAndKeepsThem() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let first = try ServerProcess(["serve", "--port", "0", "--data-dir", "data"], directory: directory.path)
         let url = try await first.waitUntilListening()
-        let printed = first.stdout
-        let admin = try #require(printed.firstMatch(of: /RINGRELAY_ADMIN_TOKEN=(\S+)/)?.1).description
-        let key = try #require(printed.firstMatch(of: /RINGRELAY_TOKEN=(\S+)/)?.1).description
+        let (admin, key) = try Self.printedSecrets(first)
         let stored = try String(contentsOfFile: directory.appending("data/admin-token"), encoding: .utf8)
         #expect(stored.trimmingCharacters(in: .whitespacesAndNewlines) == admin)
         let attributes = try FileManager.default.attributesOfItem(atPath: directory.appending("data/admin-token"))
@@ -76,8 +83,7 @@ import Testing
 
         let started = try ServerProcess(["serve", "--port", "0", "--data-dir", "data"], directory: directory.path)
         let url = try await started.waitUntilListening()
-        let admin = try #require(started.stdout.firstMatch(of: /RINGRELAY_ADMIN_TOKEN=(\S+)/)?.1).description
-        let key = try #require(started.stdout.firstMatch(of: /RINGRELAY_TOKEN=(\S+)/)?.1).description
+        let (admin, key) = try Self.printedSecrets(started)
         #expect(try await Self.request(.GET, url + "/v1/accounts", token: admin).0 == 200)
         #expect(try await Self.request(.GET, url + "/v1/bindings", token: key).0 == 200)
         started.signal(SIGTERM)

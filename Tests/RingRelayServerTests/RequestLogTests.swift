@@ -52,7 +52,8 @@ import Testing
             let answers = [
                 try await client.send(.get, "/v1/bindings?identity=alice&limit=5", token: account.apiKey),
                 try await client.send(.get, "/v1/bindings/bnd_06h0aq62nap61qw7f0djc675g0", token: account.apiKey),
-                try await client.send(.post, "/v1/bindings", token: account.apiKey, json: #"{"identity":"bob","type":"fcm","token":"secret-push-token"}"#),
+                try await client.send(
+                    .post, "/v1/bindings", token: account.apiKey, json: #"{"identity":"bob","type":"fcm","token":"secret-push-token"}"#),
                 try await client.send(.get, "/v1/no-such-route"),
                 try await client.send(.get, "/v1/accounts", token: "wrong-token-0123456789"),
                 // A webhook for a callee nobody registered: the ringer's own line gets the id too.
@@ -105,7 +106,9 @@ import Testing
             server.configuration.trustProxy = trustProxy
             server.configuration.accessLog = true
             try await server.withClient(logger: lines.logger()) { client in
-                for (sent, kept) in [("nginx-7f3a9c:42/req=1", trustProxy), ("has space", false), (String(repeating: "a", count: 129), false), ("", false)] {
+                for (sent, kept) in [
+                    ("nginx-7f3a9c:42/req=1", trustProxy), ("has space", false), (String(repeating: "a", count: 129), false), ("", false),
+                ] {
                     let answer = try await client.execute(uri: "/healthz", method: .get, headers: [Self.requestID: sent], body: nil)
                     let id = try #require(answer.headers[Self.requestID])
                     #expect((id == sent) == kept, "trust-proxy \(trustProxy): sent '\(sent)', answered '\(id)'")

@@ -109,7 +109,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     let maxBodyBytes = configuration.maxBodyBytes
     // Order matters: every answer gets its request id, the access log and metrics see the final
     // status, errors are rendered before they read it, and authentication runs inside the error
-    // mapping so its 401s get the house body.
+    // mapping so its 401s get the house body (and come before a query's 422).
     router.add(middleware: RequestIDMiddleware(trustProxy: configuration.trustProxy))
     if configuration.accessLog { router.add(middleware: AccessLogMiddleware(logger: services.logger)) }
     router.add(middleware: MetricsMiddleware(metrics: services.metrics))
@@ -117,6 +117,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     router.add(
         middleware: AuthMiddleware(
             adminToken: services.adminToken, metricsToken: configuration.metricsToken, store: services.store, signer: services.signer, clock: services.clock))
+    router.add(middleware: QueryParameterMiddleware())
     OpsController(store: services.store, faults: services.faults, metrics: services.metrics, metricsToken: configuration.metricsToken)
         .register(on: router)
     AccountsController(
