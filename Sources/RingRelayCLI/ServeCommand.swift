@@ -28,6 +28,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical. [env: RINGRELAY_LOG_LEVEL] (default: info)")
     var logLevel: String?
 
+    @Option(help: "text or json (one JSON object a line). [env: RINGRELAY_LOG_FORMAT] (default: text)")
+    var logFormat: String?
+
+    @Flag(inversion: .prefixedNo, help: "Log one line per request: method, route, status, duration, request id. [env: RINGRELAY_ACCESS_LOG] (default: false)")
+    var accessLog: Bool?
+
     @Option(help: "APNs production base URL. [env: RINGRELAY_APNS_ENDPOINT_PRODUCTION] (default: https://api.push.apple.com)")
     var apnsEndpointProduction: String?
 
@@ -46,7 +52,10 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var fcmEndpoint: String?
 
-    @Flag(inversion: .prefixedNo, help: "Trust X-Forwarded-Proto/-Host for the URL clients used (behind a proxy that sets them). [env: RINGRELAY_TRUST_PROXY] (default: false)")
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Trust X-Forwarded-Proto/-Host for the URL clients used, and X-Request-Id as the request id (behind a proxy that sets them). [env: RINGRELAY_TRUST_PROXY] (default: false)"
+    )
     var trustProxy: Bool?
 
     @Option(help: "How long a provider call rings, e.g. 45s. [env: RINGRELAY_RING_TIMEOUT] (default: 45s)")
@@ -98,6 +107,8 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.dataDir] = dataDir
         flags[.adminToken] = adminToken
         flags[.logLevel] = logLevel
+        flags[.logFormat] = logFormat
+        flags[.accessLog] = accessLog.map { $0 ? "true" : "false" }
         flags[.apnsEndpointProduction] = apnsEndpointProduction
         flags[.apnsEndpointSandbox] = apnsEndpointSandbox
         flags[.pushCAFile] = pushCaFile
@@ -126,7 +137,11 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(78)  // EX_CONFIG
         }
         LoggingSystem.bootstrap { label in
-            var handler = PlainMetadataLogHandler.standardError(label: label)
+            var handler: any LogHandler =
+                switch configuration.logFormat {
+                case .text: PlainMetadataLogHandler.standardError(label: label)
+                case .json: JSONLogHandler.standardError(label: label)
+                }
             handler.logLevel = configuration.logLevel
             return handler
         }
@@ -135,12 +150,12 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await runServer(
                 configuration: configuration, logger: logger,
-                announce: { bootstrap in
-                    if let token = bootstrap.generatedAdminToken {
+                announce: { created in
+                    if let token = created.adminToken {
                         say("Generated an admin token (stored in \(configuration.dataDirectory)/\(Bootstrap.adminTokenFile), shown once):")
                         say("  RINGRELAY_ADMIN_TOKEN=\(token)")
                     }
-                    if let account = bootstrap.defaultAccount {
+                    if let account = created.defaultAccount {
                         say("Created the account 'default' (\(account.id)). Its API key, shown once:")
                         say("  RINGRELAY_TOKEN=\(account.apiKey)")
                     }

@@ -48,10 +48,13 @@ public enum BusyPolicy: String, Sendable, Hashable, CaseIterable, Codable {
 public struct CallDefaults: Sendable, Hashable {
     /// What a call to a busy callee does.
     public var ifBusy: BusyPolicy
+    /// Whether a cancelled or unanswered call sends "missed call" notices (see ``Call/notifyMissed``).
+    public var notifyMissed: Bool
 
-    /// Creates defaults; the built-in ones ring a busy callee.
-    public init(ifBusy: BusyPolicy = .ring) {
+    /// Creates defaults; the built-in ones ring a busy callee and send no missed-call notices.
+    public init(ifBusy: BusyPolicy = .ring, notifyMissed: Bool = false) {
         self.ifBusy = ifBusy
+        self.notifyMissed = notifyMissed
     }
 }
 
@@ -97,6 +100,13 @@ public struct Call: Sendable, Hashable {
     public var endReason: CallEndReason?
     /// The identity whose command ended it.
     public var endedBy: String?
+    /// Whether the callee's devices that never took the ring live get a "missed call" notification
+    /// when the call is cancelled or times out; `nil` follows the account's ``CallDefaults``, read
+    /// only then.
+    public var notifyMissed: Bool?
+    /// Whether the caller sealed its invites: the server knows nothing about the call beyond who
+    /// and when, and says nothing more (a missed-call notice is neutral).
+    public var isSealed: Bool
 
     /// Creates a call.
     public init(
@@ -104,7 +114,7 @@ public struct Call: Sendable, Hashable {
         callee: String,
         media: CallMedia = .audio, metadata: String? = nil, state: CallState, externalID: String?, createdAt: Date, ringDeadline: Date,
         updatedAt: Date, answeredAt: Date? = nil, answeredBy: String? = nil, endedAt: Date? = nil, endReason: CallEndReason? = nil,
-        endedBy: String? = nil
+        endedBy: String? = nil, notifyMissed: Bool? = nil, isSealed: Bool = false
     ) {
         self.id = id
         self.accountID = accountID
@@ -125,6 +135,8 @@ public struct Call: Sendable, Hashable {
         self.endedAt = endedAt
         self.endReason = endReason
         self.endedBy = endedBy
+        self.notifyMissed = notifyMissed
+        self.isSealed = isSealed
     }
 
     /// Whether `identity` takes part in the call. For provider calls the caller is not an

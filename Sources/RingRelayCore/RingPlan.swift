@@ -32,32 +32,47 @@ public struct RingPlan: Sendable, Hashable {
         public var delivery: Delivery
         /// The binding pushed to.
         public var binding: Binding
+
+        /// Creates a push.
+        public init(delivery: Delivery, binding: Binding) {
+            self.delivery = delivery
+            self.binding = binding
+        }
     }
 
-    /// Which bindings a ring has something to send to: a provider call has no sealed invite, so its
-    /// alert bindings are not rung, for example.
+    /// Which bindings a ring has something to send to: a plain call has no content for alert
+    /// bindings, and a sealed call only for the bindings the caller sealed a box to.
     public struct Content: Sendable, Hashable {
         /// There is a VoIP push body for `apns_voip` bindings.
         public var apnsVoIP: Bool
-        /// The `apns_alert` bindings that have an alert body (a sealed invite each).
-        public var apnsAlertBindingIDs: Set<String>
         /// There is FCM data for `fcm` bindings.
         public var fcm: Bool
+        /// For a sealed call, the bindings with a box: only they ring (each with its own box), and
+        /// of the connected devices only those they name. `nil` for a plain call.
+        public var sealedBindingIDs: Set<String>?
 
         /// Creates a content summary.
-        public init(apnsVoIP: Bool = false, apnsAlertBindingIDs: Set<String> = [], fcm: Bool = false) {
+        public init(apnsVoIP: Bool = false, fcm: Bool = false, sealedBindingIDs: Set<String>? = nil) {
             self.apnsVoIP = apnsVoIP
-            self.apnsAlertBindingIDs = apnsAlertBindingIDs
             self.fcm = fcm
+            self.sealedBindingIDs = sealedBindingIDs
         }
 
-        /// Whether the ring has content for `binding`'s channel.
+        /// Whether the ring has content for `binding`.
         public func covers(_ binding: Binding) -> Bool {
+            if let sealedBindingIDs { return sealedBindingIDs.contains(binding.id) }
             switch binding.type {
-            case .apnsVoIP: apnsVoIP
-            case .apnsAlert: apnsAlertBindingIDs.contains(binding.id)
-            case .fcm: fcm
+            case .apnsVoIP: return apnsVoIP
+            case .apnsAlert: return false
+            case .fcm: return fcm
             }
+        }
+
+        /// Whether a connected device gets the ring live: every one for a plain call; for a sealed
+        /// call, one with a binding that has a box (the box its live ring carries).
+        public func covers(device deviceID: String, bindings: [Binding]) -> Bool {
+            guard sealedBindingIDs != nil else { return true }
+            return bindings.contains { $0.deviceID == deviceID && $0.status == .active && covers($0) }
         }
     }
 
@@ -106,7 +121,7 @@ public struct RingPlan: Sendable, Hashable {
     public static func make(call: Call, liveDevices: [String], bindings: [Binding], content: Content, now: Date) -> RingPlan {
         var plan = RingPlan(live: [], pushes: [], fallbacks: [:])
         plan.live.reserveCapacity(liveDevices.count)
-        for deviceID in liveDevices {
+        for deviceID in liveDevices where content.covers(device: deviceID, bindings: bindings) {
             let delivery = Delivery(
                 id: ResourceID.make(ResourceID.delivery, at: now), callID: call.id, bindingID: nil, deviceID: deviceID, channel: .websocket,
                 kind: liveKind, createdAt: now)
@@ -114,7 +129,7 @@ public struct RingPlan: Sendable, Hashable {
         }
         for binding in bindings where binding.status == .active && content.covers(binding) {
             // An identity has a handful of devices: a linear search beats building a set.
-            if let deviceID = binding.deviceID, liveDevices.contains(deviceID) {
+            if let deviceID = binding.deviceID, plan.live.contains(where: { $0.deviceID == deviceID }) {
                 plan.fallbacks[deviceID, default: []].append(binding)
             } else {
                 plan.pushes.append(push(to: binding, call: call, now: now))

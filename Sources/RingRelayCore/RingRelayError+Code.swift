@@ -66,6 +66,8 @@ extension RingRelayError.Code {
     public static let missingParameter = Self(rawValue: "missing_parameter")
     /// A query parameter breaks a rule.
     public static let invalidParameter = Self(rawValue: "invalid_parameter")
+    /// A query parameter the operation does not take.
+    public static let unknownParameter = Self(rawValue: "unknown_parameter")
     /// A pagination cursor this server did not issue.
     public static let invalidCursor = Self(rawValue: "invalid_cursor")
     /// Too many requests for the account.
@@ -147,6 +149,8 @@ extension RingRelayError.Code {
 
     /// The data directory cannot be created or written.
     public static let dataDirUnusable = Self(rawValue: "data_dir_unusable")
+    /// The server cannot bind its address (a port in use, a privileged port, an unknown host address).
+    public static let listenFailed = Self(rawValue: "listen_failed")
     /// The database cannot be opened or prepared.
     public static let storeUnavailable = Self(rawValue: "store_unavailable")
     /// The database is closed (the server is shutting down).

@@ -6,11 +6,11 @@ struct FCMMetrics: Sendable {
     let factory: any MetricsFactory
 
     /// Counts a message's final outcome by disposition and reason (the same metric as APNs).
-    func record(_ outcome: PushOutcome) {
+    func record(_ outcome: PushOutcome, kind: String) {
         Counter(
             label: "ringrelay_push_total",
             dimensions: [
-                ("channel", "fcm"), ("kind", FCMRequest.kind), ("outcome", outcome.disposition.metricName),
+                ("channel", "fcm"), ("kind", kind), ("outcome", outcome.disposition.metricName),
                 ("reason", outcome.reason ?? "none"),
             ],
             factory: factory
@@ -18,8 +18,8 @@ struct FCMMetrics: Sendable {
     }
 
     /// Records one send attempt's send-to-answer time.
-    func recordLatency(_ latency: Duration) {
-        Timer(label: "ringrelay_push_duration_seconds", dimensions: [("channel", "fcm"), ("kind", FCMRequest.kind)], factory: factory)
+    func recordLatency(_ latency: Duration, kind: String) {
+        Timer(label: "ringrelay_push_duration_seconds", dimensions: [("channel", "fcm"), ("kind", kind)], factory: factory)
             .recordNanoseconds(latency.nanoseconds)
     }
 

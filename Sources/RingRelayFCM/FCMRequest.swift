@@ -1,18 +1,41 @@
 import Foundation
 import RingRelayCore
 
-/// One FCM HTTP v1 call message, built and checked before anything is sent.
+/// One FCM HTTP v1 message, built and checked before anything is sent.
 ///
-/// A data-only message (every value a string, so the app's messaging service runs even in the
-/// background) with `android.priority: HIGH` and `android.ttl` equal to the ring time left, so
-/// FCM drops a message that could only arrive after the call is over:
+/// A ring is a data-only message (every value a string, so the app's messaging service runs even
+/// in the background) with `android.priority: HIGH` and `android.ttl` equal to the ring time left,
+/// so FCM drops a message that could only arrive after the call is over:
 ///
 /// ```json
 /// {"message":{"android":{"priority":"HIGH","ttl":"30s"},"data":{"ringrelay":"{…}"},"token":"…"}}
 /// ```
+///
+/// A missed-call notice is a notification message (``Notice``): Android shows it without the app
+/// running, and a later one with the same tag replaces it.
 public struct FCMRequest: Sendable, Hashable {
-    /// The message kind, for metrics (`kind="data"`).
-    public static let kind = "data"
+    /// The kind of a data-only message, for metrics (`kind="data"`).
+    public static let dataKind = "data"
+    /// The kind of a message with a notification, for metrics (`kind="notification"`).
+    public static let notificationKind = "notification"
+
+    /// What a notification message shows, and what it replaces.
+    public struct Notice: Sendable, Hashable {
+        /// The title line.
+        public var title: String
+        /// The text under it.
+        public var body: String
+        /// `collapse_key` and `android.notification.tag`: a later notice with the same tag
+        /// replaces this one on the device, and FCM keeps only the last for an offline device.
+        public var tag: String
+
+        /// Creates a notice.
+        public init(title: String, body: String, tag: String) {
+            self.title = title
+            self.body = body
+            self.tag = tag
+        }
+    }
     /// Largest data payload FCM accepts for a token message, counting keys and values in bytes.
     public static let maxDataBytes = 4096
     /// Longest `android.ttl` FCM accepts: four weeks.
@@ -24,29 +47,36 @@ public struct FCMRequest: Sendable, Hashable {
     public var data: [String: String]
     /// `android.ttl` in whole seconds.
     public var timeToLive: Int
+    /// The notification shown, for a notification message.
+    public var notice: Notice?
     /// The JSON body, sent as is.
     public var body: [UInt8]
+
+    /// `data` or `notification`, for metrics.
+    public var kind: String { notice == nil ? Self.dataKind : Self.notificationKind }
 
     /// Builds a call message that expires with the ring.
     ///
     /// - Parameters:
     ///   - token: the binding's registration token.
     ///   - data: the data payload; FCM requires string values.
-    ///   - expiresAt: when the ring ends; `android.ttl` is the whole seconds left (0 when past).
+    ///   - notice: a notification to show as well; `nil` for a data-only message.
+    ///   - expiresAt: when the message is of no more use (a ring's end); `android.ttl` is the whole
+    ///     seconds left (0 when past).
     ///   - now: the current time.
     /// - Throws: ``FCMRequestError`` when the token is empty, a key is reserved, or the data is
     ///   larger than FCM accepts.
-    public init(token: String, data: [String: String], expiresAt: Date, now: Date) throws(FCMRequestError) {
+    public init(token: String, data: [String: String], notice: Notice? = nil, expiresAt: Date, now: Date) throws(FCMRequestError) {
         let seconds = expiresAt.timeIntervalSince(now)
         let ttl = seconds.isFinite ? Int(max(0, min(seconds, Double(Self.maxTimeToLive))).rounded(.down)) : 0
-        try self.init(token: token, data: data, timeToLive: ttl)
+        try self.init(token: token, data: data, notice: notice, timeToLive: ttl)
     }
 
-    /// Builds a call message with an explicit time to live.
+    /// Builds a message with an explicit time to live.
     ///
     /// - Parameter timeToLive: `android.ttl` in seconds, clamped to 0…2,419,200.
     /// - Throws: ``FCMRequestError`` as above.
-    public init(token: String, data: [String: String], timeToLive: Int) throws(FCMRequestError) {
+    public init(token: String, data: [String: String], notice: Notice? = nil, timeToLive: Int) throws(FCMRequestError) {
         guard !token.isEmpty, token.utf8.count <= 4096, !token.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F })
         else { throw .invalidToken }
         for key in data.keys.sorted() where Self.isReserved(key) { throw .reservedKey(key) }
@@ -55,7 +85,8 @@ public struct FCMRequest: Sendable, Hashable {
         self.token = token
         self.data = data
         self.timeToLive = min(max(0, timeToLive), Self.maxTimeToLive)
-        self.body = Self.encode(token: token, data: data, ttl: self.timeToLive)
+        self.notice = notice
+        self.body = Self.encode(token: token, data: data, notice: notice, ttl: self.timeToLive)
     }
 
     /// The size FCM counts for a data payload: the UTF-8 bytes of every key and value.
@@ -75,19 +106,33 @@ public struct FCMRequest: Sendable, Hashable {
         struct Message: Encodable {
             var token: String
             var data: [String: String]
+            var notification: Notification?
             var android: Android
+        }
+        struct Notification: Encodable {
+            var title: String
+            var body: String
         }
         struct Android: Encodable {
             var priority: String
             var ttl: String
+            var collapse_key: String?
+            var notification: AndroidNotification?
+        }
+        struct AndroidNotification: Encodable {
+            var tag: String
         }
         var message: Message
     }
 
-    private static func encode(token: String, data: [String: String], ttl: Int) -> [UInt8] {
+    private static func encode(token: String, data: [String: String], notice: Notice?, ttl: Int) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let body = Body(message: .init(token: token, data: data, android: .init(priority: "HIGH", ttl: "\(ttl)s")))
+        let android = Body.Android(
+            priority: "HIGH", ttl: "\(ttl)s", collapse_key: notice?.tag, notification: notice.map { .init(tag: $0.tag) })
+        let body = Body(
+            message: .init(
+                token: token, data: data, notification: notice.map { .init(title: $0.title, body: $0.body) }, android: android))
         // Strings and dictionaries of strings always encode.
         return Array((try? encoder.encode(body)) ?? Data())
     }

@@ -218,5 +218,13 @@ extension Migration {
                 // live event about the call show it.
                 "ALTER TABLE calls ADD COLUMN caller_avatar_url TEXT"
             ]),
+        Migration(
+            version: 9, name: "missed-call notices and sealed calls",
+            statements: [
+                // NULL: the account's default, read only when the call is missed.
+                "ALTER TABLE calls ADD COLUMN notify_missed INTEGER",
+                "ALTER TABLE calls ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE account_call_defaults ADD COLUMN notify_missed INTEGER NOT NULL DEFAULT 0",
+            ]),
     ]
 }

@@ -345,14 +345,18 @@ extension SQLiteStore {
     }
 
     public func callDefaults(accountID: String) async throws -> CallDefaults {
-        let row = try await query("SELECT if_busy FROM account_call_defaults WHERE account_id = ?", [.text(accountID)]).first
-        return CallDefaults(ifBusy: row.flatMap { BusyPolicy(rawValue: $0.string("if_busy")) } ?? .ring)
+        guard let row = try await query("SELECT if_busy, notify_missed FROM account_call_defaults WHERE account_id = ?", [.text(accountID)]).first
+        else { return CallDefaults() }
+        return CallDefaults(ifBusy: BusyPolicy(rawValue: row.string("if_busy")) ?? .ring, notifyMissed: row.column("notify_missed")?.integer == 1)
     }
 
     public func setCallDefaults(_ defaults: CallDefaults, accountID: String) async throws {
         _ = try await query(
-            "INSERT INTO account_call_defaults (account_id, if_busy) VALUES (?, ?) ON CONFLICT (account_id) DO UPDATE SET if_busy = excluded.if_busy",
-            [.text(accountID), .text(defaults.ifBusy.rawValue)])
+            """
+            INSERT INTO account_call_defaults (account_id, if_busy, notify_missed) VALUES (?, ?, ?)
+            ON CONFLICT (account_id) DO UPDATE SET if_busy = excluded.if_busy, notify_missed = excluded.notify_missed
+            """,
+            [.text(accountID), .text(defaults.ifBusy.rawValue), .integer(defaults.notifyMissed ? 1 : 0)])
     }
 
     private static let insertKeySQL =
@@ -593,7 +597,7 @@ extension Date {
 extension SQLiteStore {
     fileprivate static let callColumns = """
         id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \
-        answered_at, answered_by, ended_at, end_reason, ended_by, caller_avatar_url
+        answered_at, answered_by, ended_at, end_reason, ended_by, caller_avatar_url, notify_missed, sealed
         """
     private static let deliveryColumns =
         "id, call_id, binding_id, device_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
@@ -632,7 +636,7 @@ extension SQLiteStore {
         // callee is in an accepted call (as callee, or as the caller of a native one).
         let inserted = try connection.query(
             """
-            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT DO NOTHING
             -- ?2 is the account, ?5 the callee, as bound for the VALUES. The accepted-call
             -- indexes are named: the history indexes (migration 6) also start with the account
@@ -652,7 +656,8 @@ extension SQLiteStore {
                 .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis), .optionalText(call.callerName),
                 .text(call.media.rawValue), .optionalText(call.metadata), .optionalDate(call.answeredAt), .optionalText(call.answeredBy),
                 .optionalDate(call.endedAt), .optionalText(call.endReason?.rawValue), .optionalText(call.endedBy),
-                .optionalText(call.callerAvatarURL),
+                .optionalText(call.callerAvatarURL), call.notifyMissed.map { .integer($0 ? 1 : 0) } ?? .null,
+                .integer(call.isSealed ? 1 : 0),
             ])
         if let row = inserted.first {
             self.callCache.put(call)
@@ -1004,6 +1009,7 @@ extension SQLiteStore {
             metadata: row.optionalString("metadata"), state: state, externalID: row.optionalString("external_id"),
             createdAt: row.date("created_at"), ringDeadline: row.date("ring_deadline"), updatedAt: row.date("updated_at"),
             answeredAt: row.optionalDate("answered_at"), answeredBy: row.optionalString("answered_by"), endedAt: row.optionalDate("ended_at"),
-            endReason: row.optionalString("end_reason").flatMap(CallEndReason.init(rawValue:)), endedBy: row.optionalString("ended_by"))
+            endReason: row.optionalString("end_reason").flatMap(CallEndReason.init(rawValue:)), endedBy: row.optionalString("ended_by"),
+            notifyMissed: row.column("notify_missed")?.integer.map { $0 == 1 }, isSealed: row.column("sealed")?.integer == 1)
     }
 }

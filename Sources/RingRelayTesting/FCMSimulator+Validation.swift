@@ -37,6 +37,21 @@ enum FCMRules {
         "fcm_options", "fcmOptions", "direct_boot_ok", "directBootOk",
     ]
     static let priorities: Set<String> = ["NORMAL", "HIGH", "normal", "high"]
+    /// `message.notification`: what every platform shows.
+    static let notificationFields: Set<String> = ["title", "body", "image"]
+    /// `message.android.notification` (AndroidNotification), in both spellings.
+    static let androidNotificationFields: Set<String> = [
+        "title", "body", "icon", "color", "sound", "tag", "click_action", "clickAction", "body_loc_key", "bodyLocKey", "body_loc_args",
+        "bodyLocArgs", "title_loc_key", "titleLocKey", "title_loc_args", "titleLocArgs", "channel_id", "channelId", "ticker", "sticky",
+        "event_time", "eventTime", "local_only", "localOnly", "notification_priority", "notificationPriority", "default_sound",
+        "defaultSound", "default_vibrate_timings", "defaultVibrateTimings", "default_light_settings", "defaultLightSettings",
+        "vibrate_timings", "vibrateTimings", "visibility", "notification_count", "notificationCount", "light_settings", "lightSettings",
+        "image", "bypass_proxy_notification", "bypassProxyNotification", "proxy",
+    ]
+    /// AndroidNotification fields that are strings.
+    static let androidNotificationStrings: Set<String> = [
+        "title", "body", "icon", "color", "sound", "tag", "click_action", "clickAction", "channel_id", "channelId", "ticker", "image",
+    ]
 
     /// Whether a data key is reserved: `from`, `gcm`, or anything starting with `google`.
     static func isReserved(_ key: String) -> Bool {
@@ -248,6 +263,9 @@ extension FCMSimulator {
             androidPriority: message?["android"]?["priority"]?.stringValue, androidTTL: message?["android"]?["ttl"]?.stringValue,
             validateOnly: Self.isTrue(parsed?["validate_only"] ?? parsed?["validateOnly"]), body: Data(request.body),
             headers: headers, status: 0, errorCode: nil, errorMessage: nil, messageName: nil, receivedAt: now, connectionID: connectionID)
+        if case .object(let members)? = message?["notification"] {
+            for (key, value) in members { if let text = value.stringValue { received.notification[key] = text } }
+        }
 
         func reject(_ rejection: FCMRejection) -> FCMSimulatedAnswer {
             received.status = rejection.status
@@ -332,6 +350,19 @@ extension FCMSimulator {
 
     /// Checks a send body like FCM: known fields, exactly one target, string data, reserved keys,
     /// the size limit, `android.priority` and `android.ttl`, and the token's shape.
+    /// Checks an object of known fields whose `strings` members, when present, are strings.
+    private static func validateStrings(
+        _ value: FCMJSONValue, at path: String, type: String, allowed: Set<String>, strings: Set<String>
+    ) throws(FCMRejection) {
+        guard case .object(let fields) = value else { throw .invalidValue(at: path, type: type, value) }
+        for (key, member) in fields {
+            guard allowed.contains(key) else { throw .unknownName(key, at: path) }
+            if strings.contains(key), !isNull(member), member.stringValue == nil {
+                throw .invalidValue(at: "\(path).\(key)", type: "TYPE_STRING", member)
+            }
+        }
+    }
+
     func validate(_ body: FCMJSONValue) throws(FCMRejection) {
         guard case .object(let top) = body else {
             throw .invalid("Invalid JSON payload received. Expected an object.")
@@ -379,6 +410,11 @@ extension FCMSimulator {
             }
         }
 
+        if let notification = message["notification"], !Self.isNull(notification) {
+            try Self.validateStrings(
+                notification, at: "message.notification", type: "type.googleapis.com/google.firebase.fcm.v1.Notification",
+                allowed: FCMRules.notificationFields, strings: FCMRules.notificationFields)
+        }
         if let android = message["android"], !Self.isNull(android) {
             guard case .object(let androidFields) = android else {
                 throw .invalidValue(at: "message.android", type: "type.googleapis.com/google.firebase.fcm.v1.AndroidConfig", android)
@@ -390,6 +426,16 @@ extension FCMSimulator {
                 guard let text = priority.stringValue, FCMRules.priorities.contains(text) else {
                     throw .invalidValue(
                         at: "message.android.priority", type: "type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority", priority)
+                }
+            }
+            if let notification = android["notification"], !Self.isNull(notification) {
+                try Self.validateStrings(
+                    notification, at: "message.android.notification", type: "type.googleapis.com/google.firebase.fcm.v1.AndroidNotification",
+                    allowed: FCMRules.androidNotificationFields, strings: FCMRules.androidNotificationStrings)
+            }
+            for key in ["collapse_key", "collapseKey"] {
+                if let value = android[key], !Self.isNull(value), value.stringValue == nil {
+                    throw .invalidValue(at: "message.android.\(key)", type: "TYPE_STRING", value)
                 }
             }
             if let ttl = android["ttl"], !Self.isNull(ttl) {

@@ -138,6 +138,9 @@ public final class FCMSimulator: Sendable {
         public var androidPriority: String?
         /// `message.android.ttl`, if sent.
         public var androidTTL: String?
+        /// `message.notification` (`title`, `body`, `image`), string values only; empty for a
+        /// data-only message.
+        public var notification: [String: String] = [:]
         /// `validate_only` was set.
         public var validateOnly: Bool
         /// The request body exactly as received (at most the first 256 KiB).

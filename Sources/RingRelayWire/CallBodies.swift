@@ -90,6 +90,10 @@ public struct CallResource: Sendable, Hashable, Codable {
     /// How long the conversation lasted, from `answeredAt` to `endedAt` in whole seconds
     /// (rounded): only for a call that was answered and has ended. Absent from servers before it.
     public var durationSeconds: Int?
+    /// `true` when the caller sealed its invites (the server relays them without reading them).
+    public var sealed: Bool?
+    /// The call's own missed-call-notice choice; absent when it follows the account's default.
+    public var notifyMissed: Bool?
     /// One entry per device rung. Present in `GET /v1/calls/{id}`; absent inside WebSocket events.
     public var deliveries: [DeliveryResource]?
 
@@ -98,7 +102,7 @@ public struct CallResource: Sendable, Hashable, Codable {
         id: String, source: String, state: String, from: String?, displayName: String? = nil, avatarUrl: String? = nil, to: String,
         media: String = "audio", metadata: JSONValue? = nil, createdAt: Date, ringEndsAt: Date, updatedAt: Date, answeredAt: Date? = nil,
         answeredBy: String? = nil, endedAt: Date? = nil, endReason: String? = nil, endedBy: String? = nil, durationSeconds: Int? = nil,
-        deliveries: [DeliveryResource]?
+        sealed: Bool? = nil, notifyMissed: Bool? = nil, deliveries: [DeliveryResource]?
     ) {
         self.id = id
         self.source = source
@@ -118,6 +122,8 @@ public struct CallResource: Sendable, Hashable, Codable {
         self.endReason = endReason
         self.endedBy = endedBy
         self.durationSeconds = durationSeconds
+        self.sealed = sealed
+        self.notifyMissed = notifyMissed
         self.deliveries = deliveries
     }
 }
@@ -161,13 +167,18 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     /// `ring` or `reject`: what to do when the callee is in another call; the account's default
     /// (`/v1/settings/calls`) when absent.
     public var ifBusy: String?
+    /// Whether the callee's devices that never took the ring live get a "missed call" notification
+    /// when it is cancelled or times out; the account's default when absent.
+    public var notifyMissed: Bool?
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case from, to, media, ringTimeoutSeconds, metadata, displayName, avatarUrl, sealed, ifBusy }
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case from, to, media, ringTimeoutSeconds, metadata, displayName, avatarUrl, sealed, ifBusy, notifyMissed
+    }
 
     /// Creates a request.
     public init(
         from: String? = nil, to: String, media: String? = nil, ringTimeoutSeconds: Int? = nil, metadata: JSONValue? = nil,
-        displayName: String? = nil, avatarUrl: String? = nil, sealed: [SealedInvite]? = nil, ifBusy: String? = nil
+        displayName: String? = nil, avatarUrl: String? = nil, sealed: [SealedInvite]? = nil, ifBusy: String? = nil, notifyMissed: Bool? = nil
     ) {
         self.from = from
         self.to = to
@@ -178,6 +189,7 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
         self.avatarUrl = avatarUrl
         self.sealed = sealed
         self.ifBusy = ifBusy
+        self.notifyMissed = notifyMissed
     }
 
     public init(from decoder: any Decoder) throws {
@@ -191,6 +203,7 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
         avatarUrl = try container.decodeIfPresent(String.self, forKey: .avatarUrl)
         sealed = try container.decodeIfPresent([SealedInvite].self, forKey: .sealed)
         ifBusy = try container.decodeIfPresent(String.self, forKey: .ifBusy)
+        notifyMissed = try container.decodeIfPresent(Bool.self, forKey: .notifyMissed)
     }
 }
 
@@ -261,17 +274,22 @@ public struct WebhookIgnoredResponse: Sendable, Hashable, Codable {
 public struct CallSettings: Sendable, Hashable, Codable {
     /// `ring` (the default) or `reject`: what a call to a callee in another call does.
     public var ifBusy: String?
+    /// Whether a cancelled or unanswered call sends a "missed call" notification to the callee's
+    /// devices that never took the ring live (default `false`).
+    public var notifyMissed: Bool?
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case ifBusy }
+    enum CodingKeys: String, CodingKey, CaseIterable { case ifBusy, notifyMissed }
 
     /// Creates the body.
-    public init(ifBusy: String? = nil) {
+    public init(ifBusy: String? = nil, notifyMissed: Bool? = nil) {
         self.ifBusy = ifBusy
+        self.notifyMissed = notifyMissed
     }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
         ifBusy = try container.decodeIfPresent(String.self, forKey: .ifBusy)
+        notifyMissed = try container.decodeIfPresent(Bool.self, forKey: .notifyMissed)
     }
 }
 

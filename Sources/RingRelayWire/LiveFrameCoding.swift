@@ -126,23 +126,23 @@ extension NativeInvite: JSONTextEncodable {
     }
 }
 
-/// A JSON writer for the few shapes above.
-struct JSONText {
-    private(set) var text = ""
+/// A JSON writer for the few shapes above (and the server's JSON log lines).
+package struct JSONText {
+    package private(set) var text = ""
 
-    init(capacity: Int = 0) {
+    package init(capacity: Int = 0) {
         text.reserveCapacity(capacity)
     }
 
-    mutating func raw(_ fragment: String) {
+    package mutating func raw(_ fragment: String) {
         text += fragment
     }
 
-    struct Members {
+    package struct Members {
         fileprivate var out: JSONText
         fileprivate var first = true
 
-        mutating func member(_ key: String, _ value: (inout JSONText) -> Void) {
+        package mutating func member(_ key: String, _ value: (inout JSONText) -> Void) {
             if !first { out.text += "," }
             first = false
             out.string(key)
@@ -151,7 +151,7 @@ struct JSONText {
         }
     }
 
-    mutating func object(_ body: (inout Members) -> Void) {
+    package mutating func object(_ body: (inout Members) -> Void) {
         // The text moves into the member writer and back, so it is never copied.
         var members = Members(out: self)
         self = JSONText()
@@ -161,7 +161,7 @@ struct JSONText {
         self = members.out
     }
 
-    mutating func string(_ value: String) {
+    package mutating func string(_ value: String) {
         text += "\""
         var plainStart = value.utf8.startIndex
         var index = plainStart
@@ -191,9 +191,11 @@ struct JSONText {
         text += "\""
     }
 
-    /// `yyyy-MM-ddTHH:mm:ssZ` in UTC, whole seconds, as `.iso8601` writes it.
-    mutating func date(_ date: Date) {
-        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+    /// `yyyy-MM-ddTHH:mm:ssZ` in UTC, whole seconds, as `.iso8601` writes it; with `milliseconds`,
+    /// `yyyy-MM-ddTHH:mm:ss.SSSZ`.
+    package mutating func date(_ date: Date, milliseconds: Bool = false) {
+        let totalMilliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let seconds = totalMilliseconds >= 0 ? totalMilliseconds / 1000 : (totalMilliseconds - 999) / 1000
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -209,10 +211,15 @@ struct JSONText {
         func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
         let yearText = String(year)
         text += "\"" + String(repeating: "0", count: max(0, 4 - yearText.count)) + yearText + "-" + two(month) + "-" + two(day)
-        text += "T" + two(secondOfDay / 3600) + ":" + two(secondOfDay / 60 % 60) + ":" + two(secondOfDay % 60) + "Z\""
+        text += "T" + two(secondOfDay / 3600) + ":" + two(secondOfDay / 60 % 60) + ":" + two(secondOfDay % 60)
+        if milliseconds {
+            let fraction = String(totalMilliseconds - seconds * 1000)
+            text += "." + String(repeating: "0", count: 3 - fraction.count) + fraction
+        }
+        text += "Z\""
     }
 
-    mutating func value(_ value: JSONValue) {
+    package mutating func value(_ value: JSONValue) {
         switch value {
         case .null: text += "null"
         case .bool(let flag): text += flag ? "true" : "false"
@@ -251,7 +258,9 @@ struct JSONText {
             members.member("id") { $0.string(call.id) }
             members.member("media") { $0.string(call.media) }
             if let metadata = call.metadata { members.member("metadata") { $0.value(metadata) } }
+            if let notifyMissed = call.notifyMissed { members.member("notifyMissed") { $0.raw(notifyMissed ? "true" : "false") } }
             members.member("ringEndsAt") { $0.date(call.ringEndsAt) }
+            if let sealed = call.sealed { members.member("sealed") { $0.raw(sealed ? "true" : "false") } }
             members.member("source") { $0.string(call.source) }
             members.member("state") { $0.string(call.state) }
             members.member("to") { $0.string(call.to) }

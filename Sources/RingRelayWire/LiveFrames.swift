@@ -49,8 +49,8 @@ public struct CallEvent: Sendable, Hashable, Codable {
     public var provider: String?
     /// For `call.notification`: the provider's payload, unchanged.
     public var payload: JSONValue?
-    /// For the `call.incoming` of a sealed call: the sealed box for this device's binding,
-    /// base64. Who calls is inside; the SDK opens it.
+    /// For a sealed call's `call.incoming`: the box sealed to this device's binding, base64 (the
+    /// caller's name, media and metadata are inside; `call` says only who and when).
     public var sealed: String?
 
     /// Creates an event.

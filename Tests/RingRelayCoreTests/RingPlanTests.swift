@@ -11,7 +11,7 @@ import RingRelayWire
         id: "call_1", accountID: "acc_1", source: .native, caller: "alice", callee: "bob", state: .ringing, externalID: nil,
         createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
 
-    static let everything = RingPlan.Content(apnsVoIP: true, apnsAlertBindingIDs: ["bnd_alert"], fcm: true)
+    static let everything = RingPlan.Content(apnsVoIP: true, fcm: true)
 
     static func binding(_ id: String, _ type: BindingType = .apnsVoIP, device: String? = nil, status: BindingStatus = .active) -> Binding {
         Binding(
@@ -41,7 +41,9 @@ import RingRelayWire
     }
 
     @Test func eachPushTakesItsBindingsChannelAndKind() {
-        let plan = plan([Self.binding("bnd_voip"), Self.binding("bnd_alert", .apnsAlert), Self.binding("bnd_fcm", .fcm)])
+        let plan = plan(
+            [Self.binding("bnd_voip"), Self.binding("bnd_alert", .apnsAlert), Self.binding("bnd_fcm", .fcm)],
+            content: RingPlan.Content(sealedBindingIDs: ["bnd_voip", "bnd_alert", "bnd_fcm"]))
         #expect(plan.pushes.map { "\($0.delivery.channel.rawValue)/\($0.delivery.kind)" } == ["apns/voip", "apns/alert", "fcm/data"])
         #expect(plan.pushes.map(\.delivery.bindingID) == ["bnd_voip", "bnd_alert", "bnd_fcm"])
     }
@@ -69,11 +71,27 @@ import RingRelayWire
             content: content)
         #expect(plan.pushes.map(\.binding.id) == ["bnd_voip"])
         #expect(plan.fallbacks.isEmpty)
-        // Alert content is per binding: only bindings with a sealed invite are covered.
-        let sealed = RingPlan.Content(apnsAlertBindingIDs: ["bnd_alert"])
+        // A plain call has nothing for alert bindings.
+        #expect(!Self.everything.covers(Self.binding("bnd_alert", .apnsAlert)))
+    }
+
+    @Test func aSealedCallRingsOnlyItsBoxedBindingsAndTheDevicesTheyName() {
+        let sealed = RingPlan.Content(apnsVoIP: true, fcm: true, sealedBindingIDs: ["bnd_alert", "bnd_phone_voip", "bnd_anon"])
         #expect(sealed.covers(Self.binding("bnd_alert", .apnsAlert)))
         #expect(!sealed.covers(Self.binding("bnd_other", .apnsAlert)))
         #expect(!sealed.covers(Self.binding("bnd_voip")))
+        let plan = plan(
+            live: ["phone", "tablet", "laptop"],
+            [
+                Self.binding("bnd_phone_voip", device: "phone"), Self.binding("bnd_phone_fcm", .fcm, device: "phone"),
+                Self.binding("bnd_tablet", .fcm, device: "tablet"), Self.binding("bnd_alert", .apnsAlert, device: "watch"),
+                Self.binding("bnd_anon"),
+            ],
+            content: sealed)
+        // The tablet's binding has no box and the laptop has none at all: neither rings live.
+        #expect(plan.live.map(\.deviceID) == ["phone"])
+        #expect(plan.fallbacks == ["phone": [Self.binding("bnd_phone_voip", device: "phone")]])
+        #expect(plan.pushes.map(\.binding.id) == ["bnd_alert", "bnd_anon"])
     }
 
     @Test func noTargetsIsAnEmptyPlan() {
@@ -81,7 +99,8 @@ import RingRelayWire
         #expect(empty.isEmpty)
         #expect(empty.count == 0)
         #expect(empty.deliveries.isEmpty)
-        #expect(plan([Self.binding("bnd_alert", .apnsAlert)], content: RingPlan.Content(apnsVoIP: true, fcm: true)).isEmpty)
+        #expect(plan([Self.binding("bnd_alert", .apnsAlert)]).isEmpty)
+        #expect(plan(live: ["phone"], [Self.binding("bnd_voip", device: "phone")], content: RingPlan.Content(sealedBindingIDs: [])).isEmpty)
         #expect(plan([Self.binding("bnd_dead", status: .invalid)]).isEmpty)
         // A connected device alone is something to ring.
         #expect(!plan(live: ["phone"], []).isEmpty)

@@ -98,7 +98,20 @@ import _CryptoExtras
             String(decoding: request.body, as: UTF8.self)
                 == #"{"message":{"android":{"priority":"HIGH","ttl":"30s"},"data":{"ringrelay":"{\"v\":1}","type":"incoming_call"},"token":"bk3RNwTe3H0:CI2k_HHwgIpoDKCIZvvDMExUdFQ3P1"}}"#
         )
-        #expect(FCMRequest.kind == "data")
+        #expect(request.kind == "data")
+    }
+
+    @Test func noticeIsANotificationMessageThatReplacesItsTag() throws {
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let request = try FCMRequest(
+            token: "bk3RNwTe3H0:CI2k", data: ["ringrelay": #"{"v":1}"#],
+            notice: .init(title: "Missed call", body: "Missed call from Alice", tag: "call_1"), expiresAt: now.addingTimeInterval(86_400),
+            now: now)
+        #expect(
+            String(decoding: request.body, as: UTF8.self)
+                == #"{"message":{"android":{"collapse_key":"call_1","notification":{"tag":"call_1"},"priority":"HIGH","ttl":"86400s"},"data":{"ringrelay":"{\"v\":1}"},"notification":{"body":"Missed call from Alice","title":"Missed call"},"token":"bk3RNwTe3H0:CI2k"}}"#
+        )
+        #expect(request.kind == "notification")
     }
 
     @Test func ttlIsRoundedDownAndNeverNegative() throws {

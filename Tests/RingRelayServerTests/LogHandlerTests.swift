@@ -1,13 +1,16 @@
+import Foundation
 import Logging
 @testable import RingRelayServer
 import Synchronization
 import Testing
 
-/// The server's log handler writes what swift-log's StreamLogHandler writes.
+/// The server's log handlers: text as swift-log's StreamLogHandler writes it, and JSON lines.
 @Suite struct LogHandlerTests {
     private final class Lines: TextOutputStream, Sendable {
         private let text = Mutex("")
         func write(_ string: String) { text.withLock { $0 += string } }
+        /// Everything written.
+        var all: String { text.withLock { $0 } }
         /// The lines without their timestamps (the text up to the first space).
         var withoutTimestamps: [String] {
             text.withLock { $0 }.split(separator: "\n").map { String($0.drop { $0 != " " }) }
@@ -35,5 +38,32 @@ import Testing
         #expect(plain.withoutTimestamps.count == 4)
         #expect(plain.withoutTimestamps == stream.withoutTimestamps)
         #expect(plain.withoutTimestamps[2].contains("call.id=call_3"))
+    }
+
+    /// `--log-format json`: one object a line, always the same six keys in the same order, the
+    /// metadata merged as StreamLogHandler merges it (logger, then provider, then line).
+    @Test func jsonLinesHaveStableKeysAndMergedMetadata() throws {
+        let lines = Lines()
+        let provider = Logger.MetadataProvider { ["request.id": "req-1", "call.id": "from-provider"] }
+        var logger = Logger(label: "ringrelay") { label in
+            JSONLogHandler(label: label, metadataProvider: provider) { line in lines.write(line) }
+        }
+        logger.logLevel = .info
+        logger[metadataKey: "call.id"] = "from-logger"
+        logger[metadataKey: "account.id"] = "acc_1"
+        logger.info("a \"quoted\"\nmessage", metadata: ["ring.fanout": .stringConvertible(2), "push.ids": ["a", "b"], "nested": ["k": "v"]])
+        logger.debug("below the level")
+        logger.warning("no line metadata")
+
+        let text = lines.all
+        #expect(text.hasSuffix("\n"))
+        let rows = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        #expect(rows.count == 2)
+        let first = String(try #require(rows.first))
+        #expect(first.range(of: #"^\{"time":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z","level":"info","label":"ringrelay","message":"#, options: .regularExpression) != nil, "\(first)")
+        #expect(first.contains(#""message":"a \"quoted\"\nmessage","metadata":{"account.id":"acc_1","call.id":"from-provider","nested":{"k":"v"},"push.ids":["a","b"],"request.id":"req-1","ring.fanout":"2"},"source":"RingRelayServerTests"}"#), "\(first)")
+        let second = try #require(JSONSerialization.jsonObject(with: Data(rows.last!.utf8)) as? [String: Any])
+        #expect(second["level"] as? String == "warning")
+        #expect((second["metadata"] as? [String: String])?["call.id"] == "from-provider")
     }
 }

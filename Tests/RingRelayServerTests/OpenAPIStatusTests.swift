@@ -40,6 +40,22 @@ import Testing
         }
     }
 
+    /// The query parameters the server takes are the ones the document lists, operation by
+    /// operation (`access_token` everywhere; the routes it does not check aside).
+    @Test func acceptedQueryParametersAreTheDocumentedOnes() throws {
+        let documented = try DocumentedOperation.all()
+        #expect(documented.values.contains { !$0.queryParameters.isEmpty }, "the reading of parameters found none")
+        for operation in documented.values {
+            let route = String(operation.key.split(separator: " ", maxSplits: 1)[1])
+            guard !QueryParameter.unchecked.contains(route) else { continue }
+            let accepted = QueryParameter.accepted[operation.key, default: []]
+            #expect(operation.queryParameters.subtracting(QueryParameter.everywhere) == accepted, "\(operation.key)")
+        }
+        #expect(Set(QueryParameter.accepted.keys).isSubset(of: Set(documented.keys)))
+        let routes = Set(documented.keys.map { String($0.split(separator: " ", maxSplits: 1)[1]) })
+        #expect(QueryParameter.unchecked.isSubset(of: routes), "unchecked routes that do not exist: \(QueryParameter.unchecked.subtracting(routes))")
+    }
+
     /// Checks one answer against the document.
     static func check(_ response: TestResponse, of probe: Probe, against operation: DocumentedOperation) {
         let status = response.status.code
@@ -75,7 +91,10 @@ import Testing
         probes += Scheme.allCases.filter { !accepted.contains($0) }.map { Probe("\($0.rawValue) (not accepted here)", .token($0)) }
         if fixture.sign != nil { probes.append(Probe("unsigned", right, signed: false)) }
         probes += [
+            Probe("unknown query parameter", right, query: "?probeUnknownParameter=1"),
             Probe("malformed JSON", right, body: .text("{")),
+            Probe("JSON with a trailing comma", right, body: .text(#"{"probeField":1,}"#)),
+            Probe("JSON naming a member twice", right, body: .text(#"{"probeField":1,"probeField":2}"#)),
             Probe("empty body", right, body: .text("")),
             Probe("unknown field", right, body: .withUnknownField),
             Probe("JSON array body", right, body: .text("[]")),
@@ -153,6 +172,7 @@ import Testing
         let webex = #"{"secret":"\#(WebhookTests.webexSecret)"}"#
         let apns = #"{"teamId":"ABCDE12345","keyId":"KEY1234567","privateKey":"\#(world.p8)","topic":"com.example.app"}"#
         var fixtures: [String: Fixture] = [
+            "GET /": Fixture(expect: .ok),
             "GET /healthz": Fixture(expect: .ok),
             "GET /readyz": Fixture(expect: .ok),
             "GET /metrics": Fixture(expect: .ok),
@@ -406,6 +426,8 @@ struct DocumentedOperation: Sendable {
     var responses: [String: Set<String>] = [:]
     /// Status keys listed more than once.
     var duplicateStatuses: [String] = []
+    /// The names of its query parameters.
+    var queryParameters: Set<String> = []
 
     /// Every operation of the checked-in document, by key.
     static func all() throws -> [String: DocumentedOperation] {
@@ -422,6 +444,11 @@ struct DocumentedOperation: Sendable {
         var components: [String: String] = [:]
         var statusRefs: [String: [String: String]] = [:]
         var statusTexts: [String: [String: String]] = [:]
+        // Each parameter component's name and place (`in`), each operation's `$ref`s to them, and
+        // the name of the inline parameter being read.
+        var parameterComponents: [String: (name: String, place: String)] = [:]
+        var parameterRefs: [String: [String]] = [:]
+        var inlineParameter: String?
 
         var section = ""
         var subsection = ""
@@ -442,6 +469,15 @@ struct DocumentedOperation: Sendable {
             if section == "components" {
                 if indent == 2 {
                     subsection = key
+                } else if subsection == "parameters" {
+                    if indent == 4 {
+                        component = key
+                    } else if indent == 6, let component, key == "name" || key == "in" {
+                        let value = String(content.dropFirst(key.count + 1)).trimmingCharacters(in: .whitespaces)
+                        var entry = parameterComponents[component] ?? ("", "")
+                        if key == "name" { entry.name = value } else { entry.place = value }
+                        parameterComponents[component] = entry
+                    }
                 } else if subsection == "responses" {
                     if indent == 4 {
                         component = key
@@ -464,7 +500,17 @@ struct DocumentedOperation: Sendable {
                 status = nil
             default:
                 guard let operation else { continue }
-                if field == "security", indent == 8, content.hasPrefix("- ") {
+                if field == "parameters" {
+                    let line = content.trimmingCharacters(in: .whitespaces)
+                    if line.hasPrefix("- $ref: '#/components/parameters/") {
+                        parameterRefs[operation, default: []].append(String(line.dropFirst("- $ref: '#/components/parameters/".count).dropLast()))
+                    } else if line.hasPrefix("- name: ") {
+                        inlineParameter = String(line.dropFirst("- name: ".count))
+                    } else if line.hasPrefix("in: "), let name = inlineParameter {
+                        if line == "in: query" { operations[operation]?.queryParameters.insert(name) }
+                        inlineParameter = nil
+                    }
+                } else if field == "security", indent == 8, content.hasPrefix("- ") {
                     operations[operation]?.security.append(String(key.dropFirst(2)))
                 } else if field == "responses", indent == 8 {
                     if operations[operation]?.responses[key] != nil { operations[operation]?.duplicateStatuses.append(key) }
@@ -477,6 +523,13 @@ struct DocumentedOperation: Sendable {
                     } else {
                         statusTexts[operation, default: [:]][status, default: ""] += content + "\n"
                     }
+                }
+            }
+        }
+        for (key, references) in parameterRefs {
+            for reference in references {
+                if let component = parameterComponents[reference], component.place == "query" {
+                    operations[key]?.queryParameters.insert(component.name)
                 }
             }
         }

@@ -62,6 +62,28 @@ import Testing
         }
     }
 
+    /// `GET /` says what the server is and links the API description and readiness, instead of a
+    /// bare 404 (issue 19 item 14).
+    @Test func rootPageSaysWhatThisIsAndLinksTheAPI() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let page = try await client.send(.get, "/")
+            #expect(page.status == .ok)
+            #expect(page.headers[.contentType] == "text/html; charset=utf-8")
+            #expect(page.headers[.contentSecurityPolicy] == "default-src 'none'")
+            let html = String(buffer: page.body)
+            #expect(html.contains("<title>RingRelay</title>"))
+            #expect(html.contains("incoming-call delivery service"))
+            // Relative links, each to a route that answers; nothing loaded from elsewhere.
+            let links = html.matches(of: /href="([^"]*)"/).map { String($0.1) }
+            #expect(Set(links) == ["openapi.yaml", "readyz", "healthz"])
+            for link in links {
+                #expect(try await client.send(.get, "/" + link).status == .ok, "\(link)")
+            }
+            #expect(!html.contains("src=") && !html.contains("://") && !html.contains("<script") && !html.contains("<style"))
+        }
+    }
+
     @Test func readinessFailsWhenTheStoreIsGone() async throws {
         let server = try await TestServer.make()
         try await server.withClient { client in

@@ -26,14 +26,21 @@ import Testing
         return (Int(response.status.code), Data(buffer: try await response.body.collect(upTo: 1 << 20)))
     }
 
+    /// The admin token and the `default` account's key a first start printed.
+    private static func printedSecrets(_ server: ServerProcess) throws -> (admin: String, key: String) {
+        let printed = server.stdout
+        return (
+            try #require(printed.firstMatch(of: /RINGRELAY_ADMIN_TOKEN=(\S+)/)?.1).description,
+            try #require(printed.firstMatch(of: /RINGRELAY_TOKEN=(\S+)/)?.1).description
+        )
+    }
+
     @Test func firstStartPrintsSecretsOnceAndKeepsThem() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let first = try ServerProcess(["serve", "--port", "0", "--data-dir", "data"], directory: directory.path)
         let url = try await first.waitUntilListening()
-        let printed = first.stdout
-        let admin = try #require(printed.firstMatch(of: /RINGRELAY_ADMIN_TOKEN=(\S+)/)?.1).description
-        let key = try #require(printed.firstMatch(of: /RINGRELAY_TOKEN=(\S+)/)?.1).description
+        let (admin, key) = try Self.printedSecrets(first)
         let stored = try String(contentsOfFile: directory.appending("data/admin-token"), encoding: .utf8)
         #expect(stored.trimmingCharacters(in: .whitespacesAndNewlines) == admin)
         let attributes = try FileManager.default.attributesOfItem(atPath: directory.appending("data/admin-token"))
@@ -54,6 +61,98 @@ import Testing
         #expect(try await Self.request(.GET, secondURL + "/v1/accounts", token: admin).0 == 200)
         second.signal(SIGTERM)
         #expect(try await second.waitForExit() == 0)
+    }
+
+    /// A port in use stops start-up before the one-time secrets exist (issue 19 item 1): the error
+    /// names --port, nothing is printed or written, and the next start shows both secrets.
+    @Test func busyPortSpendsNoSecrets() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let occupier = try ServerProcess(["serve", "--port", "0", "--data-dir", "other", "--admin-token", adminToken], directory: directory.path)
+        let occupied = try #require(URLComponents(string: try await occupier.waitUntilListening())?.port)
+
+        let refused = try await ServerProcess.run(["serve", "--port", "\(occupied)", "--data-dir", "data"], directory: directory.path)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("Cannot listen on 127.0.0.1:\(occupied): the port is already in use"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("--port"))
+        #expect(!refused.stdout.contains("RINGRELAY_ADMIN_TOKEN="), "\(refused.stdout)")
+        #expect(!refused.stdout.contains("RINGRELAY_TOKEN="), "\(refused.stdout)")
+        #expect(!FileManager.default.fileExists(atPath: directory.appending("data/admin-token")))
+        occupier.signal(SIGTERM)
+        #expect(try await occupier.waitForExit() == 0)
+
+        let started = try ServerProcess(["serve", "--port", "0", "--data-dir", "data"], directory: directory.path)
+        let url = try await started.waitUntilListening()
+        let (admin, key) = try Self.printedSecrets(started)
+        #expect(try await Self.request(.GET, url + "/v1/accounts", token: admin).0 == 200)
+        #expect(try await Self.request(.GET, url + "/v1/bindings", token: key).0 == 200)
+        started.signal(SIGTERM)
+        #expect(try await started.waitForExit() == 0)
+    }
+
+    /// `--log-format json --access-log` (issue 19 item 13): every line on stderr is one JSON object
+    /// with the same keys; each request, the WebSocket upgrade and a webhook included, gets an
+    /// access line whose request id is the one its answer carried; no token reaches the log.
+    @Test func jsonAccessLogEchoesEachAnswersRequestID() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try ServerProcess(
+            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--log-format", "json", "--access-log"], directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let port = try #require(URLComponents(string: url)?.port)
+        func send(_ method: HTTPMethod, _ path: String, token: String? = nil, body: String? = nil) async throws -> (status: Int, id: String, body: Data) {
+            var request = HTTPClientRequest(url: url + path)
+            request.method = method
+            if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+            if let body {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(string: body))
+            }
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            let data = Data(buffer: try await response.body.collect(upTo: 1 << 20))
+            return (Int(response.status.code), try #require(response.headers.first(name: "X-Request-Id")), data)
+        }
+        let created = try await send(.POST, "/v1/accounts", token: adminToken, body: #"{"name":"logs"}"#)
+        let account = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: created.body)
+        let minted = try await send(.POST, "/v1/access-tokens", token: account.apiKey, body: #"{"identity":"alice","deviceId":"phone"}"#)
+        let device = try JSONDecoder.ringRelay.decode(AccessTokenResponse.self, from: minted.body).token
+        let webhook = try await send(.POST, "/v1/webhooks/twilio/\(account.id)", body: WebhookTests.twilioBody())
+        let socket = try RawWebSocket(port: port, path: "/v1/connect?access_token=\(device)", receiveBuffer: 1 << 16)
+        let handshake = socket.handshake
+        socket.close()
+        #expect(handshake.hasPrefix("HTTP/1.1 101"), "\(handshake)")
+        let upgrade = try #require(handshake.firstMatch(of: /(?i)x-request-id: (\S+)/)?.1).description
+
+        let expected = [
+            created.id: ("POST", "/v1/accounts", "201"), minted.id: ("POST", "/v1/access-tokens", "201"),
+            webhook.id: ("POST", "/v1/webhooks/twilio/{accountId}", "\(webhook.status)"), upgrade: ("GET", "/v1/connect", "200"),
+        ]
+        var access: [String: [String: String]] = [:]
+        let deadline = ContinuousClock.now + .seconds(30)
+        while access.count < expected.count, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            access = [:]
+            for line in server.stderr.split(separator: "\n") {
+                let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+                #expect(Set(object.keys) == ["time", "level", "label", "message", "metadata", "source"], "\(line)")
+                guard object["message"] as? String == "request", let metadata = object["metadata"] as? [String: String],
+                    let id = metadata["request.id"], expected[id] != nil
+                else { continue }
+                access[id] = metadata
+            }
+        }
+        for (id, (method, route, status)) in expected {
+            let line = try #require(access[id], "no access line for \(route) (\(id)): \(server.stderr.suffix(2000))")
+            #expect(line["http.method"] == method && line["http.route"] == route && line["http.status"] == status, "\(line)")
+        }
+        #expect(webhook.status == 403)
+        for token in [adminToken, account.apiKey, device] { #expect(!server.stderr.contains(token)) }
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+
+        let badFormat = try await ServerProcess.run(["serve", "--log-format", "xml"], directory: directory.path)
+        #expect(badFormat.status == 78)
+        #expect(badFormat.stderr.contains("--log-format / RINGRELAY_LOG_FORMAT"))
     }
 
     @Test func badConfigurationStopsStartUpNamingTheKey() async throws {

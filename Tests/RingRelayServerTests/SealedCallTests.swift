@@ -2,13 +2,15 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import RingRelayTesting
 import RingRelayWire
 import Testing
 
 @testable import RingRelayServer
 
-/// A sealed call carries no plaintext about the caller, and its boxes go only to the callee's
-/// own `apns_alert` bindings (issue 18).
+/// A sealed call carries no plaintext about the caller, its boxes go only to the callee's own
+/// bindings with a public key, and it rings only those: live, VoIP, alert or FCM, each with its own
+/// box (issue 18).
 @Suite struct SealedCallTests {
     @Test func sealedCallsRefusePlaintextAndForeignBoxes() async throws {
         try await LiveCallTests.withWorld { world in
@@ -45,6 +47,55 @@ import Testing
             let call = try placed.decode(CallResource.self)
             #expect(call.displayName == nil)
             #expect(call.metadata == nil)
+        }
+    }
+
+    @Test func onlyTheBoxedBindingsRingEachWithItsOwnBox() async throws {
+        try await SimulatorWorld.with { world in
+            let key = IdentityKeysTests.publicKey()
+            // b1: connected, VoIP binding with a box. b2: connected, no box. b3: FCM with a box,
+            // offline. b4: alert with a box, offline. A VoIP binding with a key but no box stays quiet.
+            let voip = try await world.binding("apns_voip", token: apnsToken(seed: 31), device: "b1", publicKey: key)
+            _ = try await world.binding("apns_voip", token: apnsToken(seed: 32), device: "b2", publicKey: key)
+            let fcm = try await world.binding("fcm", token: FCMTestPushTests.fcmToken(33), device: "b3", publicKey: key)
+            let alert = try await world.binding("apns_alert", token: apnsToken(seed: 34), device: "b4", publicKey: key)
+            _ = try await world.binding("apns_voip", token: apnsToken(seed: 35), device: nil, publicKey: key)
+            let b1 = try await LiveDevice.connect(
+                port: world.port, token: try await world.client.accessToken(identity: "bob", deviceID: "b1", key: world.key))
+            let b2 = try await LiveDevice.connect(
+                port: world.port, token: try await world.client.accessToken(identity: "bob", deviceID: "b2", key: world.key))
+            let boxes = [voip.id: "Ym94LWZvci1iMQ==", fcm.id: "Ym94LWZvci1iMw==", alert.id: "Ym94LWZvci1iNA=="]
+            let sealed = boxes.map { #"{"bindingId":"\#($0.key)","box":"\#($0.value)"}"# }.joined(separator: ",")
+            let call = try await world.call(#"{"from":"alice","to":"bob","sealed":[\#(sealed)]}"#)
+            #expect(call.sealed == true)
+
+            let ring = try await b1.nextEvent()
+            #expect(ring.type == .incoming)
+            #expect(ring.sealed == boxes[voip.id])
+            #expect(ring.call.displayName == nil && ring.call.metadata == nil)
+            #expect(try await b2.receivesNothing())
+
+            // The offline boxed bindings are pushed, each with its own box; nothing else is.
+            let pushed = try await LiveDeliveryTests.pushes(to: [apnsToken(seed: 34)], at: world.apns)
+            struct Push: Decodable { var ringrelay: NativeInvite }
+            #expect(try JSONDecoder.ringRelay.decode(Push.self, from: try #require(pushed.first).payload).ringrelay.sealed == boxes[alert.id])
+            var messages = world.fcm.received
+            for _ in 0..<300 where messages.isEmpty {
+                try await Task.sleep(for: .milliseconds(20))
+                messages = world.fcm.received
+            }
+            let message = try #require(messages.first)
+            let invite = try JSONDecoder.ringRelay.decode(NativeInvite.self, from: Data(try #require(message.data[NativeInvite.payloadKey]).utf8))
+            #expect(invite.sealed == boxes[fcm.id])
+            #expect(invite.callId == call.id)
+            #expect(world.apns.received.map(\.deviceToken) == [apnsToken(seed: 34)])
+            #expect(messages.count == 1)
+            // What the push services saw names neither the caller nor its device.
+            for body in world.apns.received.map(\.payload) + messages.map(\.body) {
+                #expect(!String(decoding: body, as: UTF8.self).contains("alice"))
+            }
+            await b1.close()
+            await b2.close()
         }
     }
 }

@@ -28,13 +28,16 @@ import RingRelayWire
         let call = Call(
             id: ResourceID.make(ResourceID.call, at: now), accountID: account.id, source: .native, caller: "alice", callerName: "Alice",
             callerAvatarURL: "https://cdn.example.com/alice.png", callee: "bob", state: .ringing, externalID: nil, createdAt: now,
-            ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+            ringDeadline: now.addingTimeInterval(45), updatedAt: now, notifyMissed: false, isSealed: true)
         _ = try await first.createCall(call)
         try await first.close()
 
         let second = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
-        #expect(try await second.schemaVersion() == 8)
-        #expect(try await second.call(id: call.id, accountID: account.id)?.callerAvatarURL == "https://cdn.example.com/alice.png")
+        #expect(try await second.schemaVersion() == 9)
+        let stored = try await second.call(id: call.id, accountID: account.id)
+        #expect(stored?.callerAvatarURL == "https://cdn.example.com/alice.png")
+        #expect(stored?.notifyMissed == false)
+        #expect(stored?.isSealed == true)
         #expect(try await second.listAccounts() == [account])
         #expect(try await second.activeKey(secretHash: "h")?.id == key.id)
         #expect(try await second.binding(id: created.binding.id, accountID: account.id, identity: nil) == created.binding)

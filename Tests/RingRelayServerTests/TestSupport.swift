@@ -32,12 +32,19 @@ struct TestServer {
     }
 
     /// Runs `body` against the application through the router (no socket), then cleans up.
-    func withClient<T: Sendable>(_ setup: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> T) async throws -> T {
+    ///
+    /// - Parameter logger: the server's logger; by default one that shows warnings and worse.
+    func withClient<T: Sendable>(
+        _ setup: TestingSetup = .router, logger: Logger? = nil, _ body: @Sendable (any TestClientProtocol) async throws -> T
+    ) async throws -> T {
         defer { directory.remove() }
         var configuration = self.configuration
         configuration.port = 0
-        var logger = Logger(label: "test")
-        logger.logLevel = .warning
+        let logger = logger ?? {
+            var logger = Logger(label: "test")
+            logger.logLevel = .warning
+            return logger
+        }()
         let app = try await buildApplication(
             configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
         do {

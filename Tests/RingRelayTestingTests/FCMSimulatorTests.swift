@@ -331,6 +331,24 @@ struct FCMSimulatorTests {
         }
     }
 
+    @Test func notificationsAreCheckedLikeProtoJSON() async throws {
+        try await withHarness { harness in
+            let shown = try await harness.send(
+                #"{"message":{"token":"\#(Self.token)","notification":{"title":"Missed call","body":"From Alice"},"android":{"collapse_key":"c1","notification":{"tag":"c1"}}}}"#
+            )
+            #expect(shown.status == 200)
+            #expect(harness.simulator.received.last?.notification == ["title": "Missed call", "body": "From Alice"])
+            let number = try await harness.send(#"{"message":{"token":"\#(Self.token)","notification":{"title":1}}}"#)
+            #expect(number.message == "Invalid value at 'message.notification.title' (TYPE_STRING), 1")
+            let unknown = try await harness.send(#"{"message":{"token":"\#(Self.token)","notification":{"subtitle":"x"}}}"#)
+            #expect(unknown.message == #"Invalid JSON payload received. Unknown name "subtitle" at 'message.notification': Cannot find field."#)
+            let tag = try await harness.send(Self.message(android: #"{"notification":{"tag":["c1"]}}"#))
+            #expect(tag.message == #"Invalid value at 'message.android.notification.tag' (TYPE_STRING), ["c1"]"#)
+            let collapse = try await harness.send(Self.message(android: #"{"collapse_key":7}"#))
+            #expect(collapse.status == 400)
+        }
+    }
+
     @Test func dataIsLimitedTo4096BytesOfKeysAndValues() async throws {
         try await withHarness { harness in
             let fits = #"{"k":"\#(String(repeating: "x", count: 4095))"}"#

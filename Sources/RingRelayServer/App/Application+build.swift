@@ -39,6 +39,9 @@ public func buildApplication(
     shutdownNotice: ShutdownNotice? = nil,
     onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
+    // Every line a request causes carries its id, the services' own loggers' lines included.
+    var logger = logger
+    logger.handler.metadataProvider = .multiplex([logger.metadataProvider, RequestIDs.metadataProvider].compactMap { $0 })
     let appServices = try await AppServices.make(
         configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
     let router = buildRouter(services: appServices)
@@ -94,7 +97,11 @@ extension AppServices {
             store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
             metrics: metrics, credentials: credentials, faults: faults, pusher: pusher, executor: executor,
             limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), hub: hub,
-            ringer: ringer, calls: CallService(store: store, ringer: ringer, hub: hub, clock: clock, metrics: metrics, logger: logger),
+            ringer: ringer,
+            calls: CallService(
+                store: store, ringer: ringer, hub: hub,
+                notifier: MissedCallNotifier(store: store, executor: executor, clock: clock, logger: logger), clock: clock,
+                metrics: metrics, logger: logger),
             logger: logger)
     }
 }
@@ -104,13 +111,17 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     let router = Router(context: RingRelayRequestContext.self)
     let configuration = services.configuration
     let maxBodyBytes = configuration.maxBodyBytes
-    // Order matters: metrics see the final status, errors are rendered before metrics read them,
-    // and authentication runs inside the error mapping so its 401s get the house body.
+    // Order matters: every answer gets its request id, the access log and metrics see the final
+    // status, errors are rendered before they read it, and authentication runs inside the error
+    // mapping so its 401s get the house body (and come before a query's 422).
+    router.add(middleware: RequestIDMiddleware(trustProxy: configuration.trustProxy))
+    if configuration.accessLog { router.add(middleware: AccessLogMiddleware(logger: services.logger)) }
     router.add(middleware: MetricsMiddleware(metrics: services.metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(
         middleware: AuthMiddleware(
             adminToken: services.adminToken, metricsToken: configuration.metricsToken, store: services.store, signer: services.signer, clock: services.clock))
+    router.add(middleware: QueryParameterMiddleware())
     OpsController(store: services.store, faults: services.faults, metrics: services.metrics, metricsToken: configuration.metricsToken)
         .register(on: router)
     AccountsController(
@@ -160,24 +171,33 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
 /// - Parameters:
 ///   - configuration: validated settings.
 ///   - logger: the process logger.
-///   - announce: called once, before serving, with what first start created (secrets to print once).
-///   - onListening: called with the bound port once the server accepts connections.
+///   - announce: called once the server listens, with what first start created (secrets to print
+///     once). A start that fails before, on a port in use say, creates nothing.
+///   - onListening: called with the bound port once the server accepts connections, after `announce`.
+/// - Throws: ``RingRelayError`` `listen_failed` naming the flag to change when the address cannot
+///   be bound; what start-up or the services threw.
 public func runServer(
     configuration: ServerConfiguration,
     logger: Logger,
-    announce: @Sendable (Bootstrap) -> Void = { _ in },
+    announce: @escaping @Sendable (Bootstrap.Created) -> Void = { _ in },
     onListening: @escaping @Sendable (Int) async -> Void = { _ in }
 ) async throws {
     let bootstrap = try await Bootstrap.prepare(configuration: configuration, logger: logger)
-    announce(bootstrap)
     let notice = ShutdownNotice()
+    let (listening, listener) = AsyncStream.makeStream(of: Int.self)
     let app = try await buildApplication(
         configuration: configuration, store: bootstrap.store, adminToken: bootstrap.adminToken, logger: logger,
         services: [StoreService(store: bootstrap.store, logger: logger)], shutdownNotice: notice,
-        onServerRunning: { channel in await onListening(channel.localAddress?.port ?? configuration.port) })
+        onServerRunning: { channel in
+            listener.yield(channel.localAddress?.port ?? configuration.port)
+            listener.finish()
+        })
+    let announcer = StartupAnnouncer(bootstrap: bootstrap, listening: listening, announce: announce, onListening: onListening)
     // A bounded drain: after --shutdown-grace the group cancels what is still running (a WebSocket
     // client that ignores the close frame, a request that never ends), which closes its channels.
-    var group = ServiceGroupConfiguration(services: [app, notice], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+    var group = ServiceGroupConfiguration(
+        services: [.init(service: app), .init(service: notice), .init(service: announcer, successTerminationBehavior: .ignore)],
+        gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
     group.maximumGracefulShutdownDuration = configuration.shutdownGrace
     group.maximumCancellationDuration = .seconds(5)
     do {
@@ -187,5 +207,26 @@ public func runServer(
         logger.warning(
             "shutdown grace passed; closed what was still open",
             metadata: ["shutdown.grace": .string("\(configuration.shutdownGrace)"), "error.cause": .string("\(error)")])
+    } catch let error as IOError {
+        throw ListenFailure.error(error, host: configuration.host, port: configuration.port) ?? error
+    }
+}
+
+/// Why the server could not bind its address, said with the flag that changes it.
+enum ListenFailure {
+    /// The start-up error for a failed bind, or `nil` when `error` is not one.
+    static func error(_ error: IOError, host: String, port: Int) -> RingRelayError? {
+        let advice: String
+        switch error.errnoCode {
+        case EADDRINUSE:
+            advice = "the port is already in use. Stop what uses it, or pass --port (RINGRELAY_PORT) with a free port, or 0 to pick one."
+        case EACCES:
+            advice = "permission denied; ports below 1024 need privileges. Pass --port (RINGRELAY_PORT) with a port from 1024 up."
+        case EADDRNOTAVAIL:
+            advice = "this machine has no such address. Pass --host (RINGRELAY_HOST) with one of its addresses, or 0.0.0.0 for all."
+        default:
+            return nil
+        }
+        return RingRelayError(.unavailable, code: .listenFailed, "Cannot listen on \(host):\(port): \(advice)", underlying: error)
     }
 }

@@ -72,7 +72,8 @@ extension CallResource {
             metadata: call.metadata.flatMap { JSONValue(parsing: $0.utf8) ?? (try? JSONDecoder().decode(JSONValue.self, from: Data($0.utf8))) },
             createdAt: call.createdAt, ringEndsAt: call.ringDeadline, updatedAt: call.updatedAt, answeredAt: call.answeredAt,
             answeredBy: call.answeredBy, endedAt: call.endedAt, endReason: call.endReason?.rawValue, endedBy: call.endedBy,
-            durationSeconds: call.talkTime.map { Int($0.rounded()) }, deliveries: deliveries?.map(DeliveryResource.init))
+            durationSeconds: call.talkTime.map { Int($0.rounded()) }, sealed: call.isSealed ? true : nil, notifyMissed: call.notifyMissed,
+            deliveries: deliveries?.map(DeliveryResource.init))
     }
 }
 

@@ -58,3 +58,64 @@ enum QueryParameter {
         return Date(timeIntervalSince1970: (date.timeIntervalSince1970 * 1000).rounded() / 1000)
     }
 }
+
+extension QueryParameter {
+    /// The query parameters each operation takes, by method and route template, as
+    /// docs/openapi.yaml lists them. Any other is refused, as an unknown body field is: a typo
+    /// (`?identiy=`) must not silently widen a listing or a deletion.
+    static let accepted: [String: Set<String>] = [
+        "GET /v1/bindings": ["identity", "type", "status", "limit", "cursor"],
+        "DELETE /v1/bindings": ["identity"],
+        "GET /v1/calls": ["identity", "direction", "state", "since", "until", "limit", "cursor"],
+        "GET /v1/connect": ["lastEventId"],
+    ]
+
+    /// Taken by every operation: the device access token, for clients that cannot set headers.
+    static let everywhere: Set<String> = ["access_token"]
+
+    /// Routes whose query strings are not the API's to judge: a provider signs the URL it was
+    /// given, query and all (Twilio adds `bodySHA256`), and probes, scrapers and browsers add
+    /// their own to the ops pages (a refused readiness probe takes the instance out of service).
+    static let unchecked: Set<String> = [
+        "/v1/webhooks/twilio/{accountId}", "/v1/webhooks/webex/{accountId}", "/", "/healthz", "/readyz", "/metrics", "/openapi.yaml",
+    ]
+
+    /// Checks a request's query against what its operation takes.
+    ///
+    /// - Parameter route: the matched route template; `nil` when no route matched (a 404 follows).
+    /// - Throws: 422 `unknown_parameter` naming every parameter the operation does not take;
+    ///   422 `invalid_parameter` for one given twice.
+    static func check(_ parameters: Parameters, method: String, route: String?) throws(RingRelayError) {
+        guard let route, !unchecked.contains(route) else { return }
+        let known = accepted["\(method) \(route)", default: []].union(everywhere)
+        var seen = Set<Substring>()
+        var unknown = Set<String>()
+        // A bare `&` (as in `?a=1&&b=2`) separates nothing and names nothing.
+        for (name, value) in parameters where !(name.isEmpty && value.isEmpty) {
+            guard known.contains(String(name)) else {
+                // Cut to 64 characters: the name is the client's text.
+                unknown.insert(String(name.prefix(64)))
+                continue
+            }
+            guard seen.insert(name).inserted else { throw invalid(String(name), "it is given more than once; pass it once.") }
+        }
+        guard unknown.isEmpty else {
+            let names = unknown.sorted().map { "'\($0)'" }.joined(separator: ", ")
+            throw RingRelayError(
+                .unprocessable, code: .unknownParameter,
+                unknown.count == 1
+                    ? "The query parameter \(names) is not part of this request; check its spelling."
+                    : "The query parameters \(names) are not part of this request; check their spelling.")
+        }
+    }
+}
+
+/// Refuses query parameters the matched operation does not take (``QueryParameter/check(_:method:route:)``).
+struct QueryParameterMiddleware: RouterMiddleware {
+    typealias Context = RingRelayRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        try QueryParameter.check(request.uri.queryParameters, method: request.method.rawValue, route: context.endpointPath)
+        return try await next(request, context)
+    }
+}

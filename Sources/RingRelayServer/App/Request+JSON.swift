@@ -8,7 +8,8 @@ extension Request {
     /// Reads the body as JSON of type `T`, turning every way it can be wrong into a clear 4xx.
     ///
     /// - Throws: ``RingRelayError``: 415 when not `application/json`, 413 over `maxBytes`,
-    ///   400 when empty or not parseable, 422 for a missing, mistyped or unknown field.
+    ///   400 when empty or not strict JSON (RFC 8259, no repeated member names), 422 for a missing,
+    ///   mistyped or unknown field.
     func decodeJSON<T: Decodable>(_ type: T.Type, maxBytes: Int) async throws -> T {
         let buffer = try await jsonBody(maxBytes: maxBytes)
         return try Self.decode(type, from: Data(buffer.readableBytesView))
@@ -69,6 +70,12 @@ extension Request {
     static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(RingRelayError) -> T {
         guard !data.isEmpty else {
             throw RingRelayError(.badRequest, code: .emptyBody, "The request needs a JSON body.")
+        }
+        // JSONDecoder alone takes trailing commas and repeated keys (the last one winning).
+        do {
+            try StrictJSON.validate(data)
+        } catch {
+            throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not valid JSON: \(error).")
         }
         do {
             return try JSONDecoder.ringRelay.decode(type, from: data)

@@ -24,6 +24,10 @@ public struct ServerConfiguration: Sendable {
     public var adminToken: String?
     /// Log level.
     public var logLevel: Logger.Level = .info
+    /// How log lines are written.
+    public var logFormat: LogFormat = .text
+    /// Whether every request gets a log line (method, route, status, duration, request id).
+    public var accessLog = false
     /// Largest request body accepted, in bytes.
     public var maxBodyBytes: Int = 64 * 1024
     /// Longest lifetime a device access token may ask for.
@@ -33,8 +37,8 @@ public struct ServerConfiguration: Sendable {
     /// How FCM is reached (endpoint, extra trust roots, timeouts). OAuth goes to each service
     /// account's own `token_uri`.
     public var fcm = FCMConfiguration()
-    /// Whether `X-Forwarded-Proto` and `X-Forwarded-Host` describe the URL clients used (only
-    /// behind a proxy that sets them).
+    /// Whether `X-Forwarded-Proto` and `X-Forwarded-Host` describe the URL clients used, and a
+    /// well-formed `X-Request-Id` is kept as the request's id (only behind a proxy that sets them).
     public var trustProxy = false
     /// How long call records are kept.
     public var callRetention: Duration = .seconds(7 * 24 * 3600)
@@ -82,6 +86,8 @@ public struct ServerConfiguration: Sendable {
         case dataDir = "data-dir"
         case adminToken = "admin-token"
         case logLevel = "log-level"
+        case logFormat = "log-format"
+        case accessLog = "access-log"
         case apnsEndpointProduction = "apns-endpoint-production"
         case apnsEndpointSandbox = "apns-endpoint-sandbox"
         case pushCAFile = "push-ca-file"
@@ -144,6 +150,13 @@ public struct ServerConfiguration: Sendable {
             }
             self.logLevel = level
         }
+        if let text = value(.logFormat) {
+            guard let format = LogFormat(rawValue: text.lowercased()) else {
+                throw ConfigurationError(key: .logFormat, "must be text or json, got '\(text)'.")
+            }
+            logFormat = format
+        }
+        if let text = value(.accessLog) { accessLog = try Self.boolean(text, key: .accessLog) }
         if let text = value(.apnsEndpointProduction) { apns.productionEndpoint = try Self.url(text, key: .apnsEndpointProduction) }
         if let text = value(.apnsEndpointSandbox) { apns.sandboxEndpoint = try Self.url(text, key: .apnsEndpointSandbox) }
         if let path = value(.pushCAFile) {
@@ -160,13 +173,7 @@ public struct ServerConfiguration: Sendable {
             apns.requestTimeout = .milliseconds(Int64(seconds * 1000))
         }
         if let text = value(.fcmEndpoint) { fcm.endpoint = try Self.url(text, key: .fcmEndpoint) }
-        if let text = value(.trustProxy) {
-            switch text.lowercased() {
-            case "true", "1", "yes": trustProxy = true
-            case "false", "0", "no": trustProxy = false
-            default: throw ConfigurationError(key: .trustProxy, "must be true or false, got '\(text)'.")
-            }
-        }
+        if let text = value(.trustProxy) { trustProxy = try Self.boolean(text, key: .trustProxy) }
         if let text = value(.callRetention) { callRetention = try Self.duration(text, key: .callRetention, within: 60...(365 * 86_400)) }
         if let text = value(.ringTimeout) { ringTimeout = try Self.duration(text, key: .ringTimeout, within: 5...180) }
         if let text = value(.webhookWait) { webhookWait = try Self.duration(text, key: .webhookWait, within: 0...30) }
@@ -201,7 +208,16 @@ public struct ServerConfiguration: Sendable {
         }
     }
 
-    /// Parses `90`, `90s`, `15m`, `12h` or `7d` into a duration within `range` seconds.
+    /// Parses `true`/`1`/`yes` or `false`/`0`/`no`.
+    static func boolean(_ text: String, key: Key) throws(ConfigurationError) -> Bool {
+        switch text.lowercased() {
+        case "true", "1", "yes": return true
+        case "false", "0", "no": return false
+        default: throw ConfigurationError(key: key, "must be true or false, got '\(text)'.")
+        }
+    }
+
+    /// Parses a whole number within `range`.
     static func integer(_ text: String, key: Key, within range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
         guard let value = Int(text.trimmingCharacters(in: .whitespaces)), range.contains(value) else {
             throw ConfigurationError(key: key, "must be a whole number from \(range.lowerBound) to \(range.upperBound), got '\(text)'.")
@@ -209,6 +225,7 @@ public struct ServerConfiguration: Sendable {
         return value
     }
 
+    /// Parses `90`, `90s`, `15m`, `12h` or `7d` into a duration within `range` seconds.
     static func duration(_ text: String, key: Key, within range: ClosedRange<Double>) throws(ConfigurationError) -> Duration {
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
         var number = text
@@ -253,6 +270,14 @@ public struct ServerConfiguration: Sendable {
             try await EnvironmentVariablesProvider(environmentFilePath: .init(dotEnvPath), allowMissing: true, secretsSpecifier: secrets),
         ])
     }
+}
+
+/// How `serve` writes its log lines to standard error.
+public enum LogFormat: String, Sendable, CaseIterable {
+    /// swift-log's text lines: `2026-05-01T08:00:00+0000 info ringrelay: key=value … message`.
+    case text
+    /// One JSON object a line, for log collectors (see ``JSONLogHandler``).
+    case json
 }
 
 /// A configuration value that stops start-up.

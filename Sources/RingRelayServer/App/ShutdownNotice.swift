@@ -21,7 +21,12 @@ public final class ShutdownNotice: Service, Sendable {
     }
 
     public func run() async throws {
-        try? await gracefulShutdown()
+        do {
+            try await gracefulShutdown()
+        } catch {
+            // Cancelled: the group is failing (a service threw), not shutting down.
+            return
+        }
         begun.store(true, ordering: .relaxed)
         for action in actions.withLock({ $0 }) { action() }
     }

@@ -54,6 +54,7 @@ final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandl
         headers.add(name: "Content-Type", value: "application/json")
         headers.add(name: "Content-Length", value: String(Self.body.utf8.count))
         headers.add(name: "Connection", value: "close")
+        headers.add(name: RequestIDs.header.rawName, value: RequestID().description)
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: Self.body)))), promise: nil)
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)

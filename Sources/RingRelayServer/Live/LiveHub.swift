@@ -207,12 +207,15 @@ final class LiveHub: Sendable {
     /// Sends a ring to one device and notes that an ack is awaited (see ``awaitAck(_:within:)``).
     ///
     /// - Returns: the event id, or `nil` when the device is not connected (any more).
-    func ring(_ kind: CallEventType, call: Call, to key: DeviceKey, calleeBusy: Bool, provider: CallSource?, rawPayload: [UInt8]?) -> String? {
+    func ring(
+        _ kind: CallEventType, call: Call, to key: DeviceKey, calleeBusy: Bool, provider: CallSource?, rawPayload: [UInt8]?,
+        sealed: String? = nil
+    ) -> String? {
         let now = clock.now
         let eventID = ResourceID.make(ResourceID.event, at: now)
         let event = CallEvent(
             type: kind, eventId: eventID, callId: call.id, call: CallResource(call, deliveries: nil), sentAt: now,
-            calleeBusy: calleeBusy ? true : nil, provider: provider?.rawValue)
+            calleeBusy: calleeBusy ? true : nil, provider: provider?.rawValue, sealed: sealed)
         var text = encode(.event(event))
         if let rawPayload { text = Self.splice(payload: rawPayload, into: text) }
         let pending = Pending(eventID: eventID, callID: call.id, text: text, isRing: true, expiresAt: call.ringDeadline)

@@ -5,7 +5,7 @@ import NIOCore
 import Prometheus
 import RingRelayCore
 
-/// Liveness, readiness, metrics and the API description. No credentials needed, except for
+/// The root page, liveness, readiness, metrics and the API description. No credentials needed, except for
 /// `/metrics` when `--metrics-token` is set.
 struct OpsController {
     let store: any DataStore
@@ -33,6 +33,7 @@ struct OpsController {
     }
 
     func register(on router: Router<RingRelayRequestContext>) {
+        router.get("/") { _, _ in RootPage.response() }
         router.get("/healthz") { _, _ in JSONResponse(Readiness(status: "ok", checks: [:], credentialFaults: nil)) }
         router.get("/readyz") { _, context in
             let isAdmin = context.principal == .admin

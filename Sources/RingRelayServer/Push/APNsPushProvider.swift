@@ -18,13 +18,26 @@ struct APNsPushProvider: PushProvider {
         return credential
     }
 
-    func push(_ payload: [UInt8], to binding: Binding, credential: APNsCredential, deadline: Date) async throws(PushRefusal) -> PushOutcome {
+    /// One push's body and how APNs keeps it.
+    struct Payload: Sendable {
+        /// The JSON body.
+        var body: [UInt8]
+        /// `apns-collapse-id`: a later push with the same id replaces this one on the device.
+        var collapseID: String?
+        /// How long APNs may hold an alert for an offline device; the push's deadline when `nil`
+        /// (a ring is of no use after it ends). VoIP pushes are never held.
+        var expiresAt: Date?
+    }
+
+    func push(_ payload: Payload, to binding: Binding, credential: APNsCredential, deadline: Date) async throws(PushRefusal) -> PushOutcome {
         guard let kind = APNsPushKind(bindingType: binding.type) else {
             throw PushRefusal(reason: "InternalError", description: "Not an APNs binding.")
         }
         let request: APNsRequest
         do {
-            request = try APNsRequest(kind: kind, bundleID: credential.topic, deviceToken: binding.token, payload: payload, expiresAt: deadline)
+            request = try APNsRequest(
+                kind: kind, bundleID: credential.topic, deviceToken: binding.token, payload: payload.body,
+                expiresAt: payload.expiresAt ?? deadline, collapseID: payload.collapseID)
         } catch {
             throw PushRefusal(reason: error.reason, description: error.description)
         }

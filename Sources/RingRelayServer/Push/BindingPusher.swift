@@ -30,10 +30,15 @@ struct BindingPusher: Sendable {
 
     /// What to send, in the form of the binding's channel.
     enum Payload: Sendable {
-        /// The JSON body of an APNs push (VoIP or alert, by binding type).
-        case apns([UInt8])
-        /// The data of an FCM data message; every value a string.
-        case fcm([String: String])
+        /// An APNs push (VoIP or alert, by binding type).
+        case apns(APNsPushProvider.Payload)
+        /// An FCM message.
+        case fcm(FCMPushProvider.Payload)
+
+        /// A ring's APNs push: the body, held no longer than the ring.
+        static func apns(_ body: [UInt8]) -> Payload { .apns(.init(body: body)) }
+        /// A ring's FCM data message, held no longer than the ring.
+        static func fcm(_ data: [String: String]) -> Payload { .fcm(.init(data: data)) }
     }
 
     /// Pushes `payload` to `binding`.
@@ -45,10 +50,10 @@ struct BindingPusher: Sendable {
     ///   or the payload is not for the binding's channel.
     func push(_ payload: Payload, to binding: Binding, deadline: Date) async throws -> Result {
         switch (payload, binding.type) {
-        case (.apns(let body), .apnsVoIP), (.apns(let body), .apnsAlert):
-            return try await push(body, to: binding, through: apns, deadline: deadline)
-        case (.fcm(let data), .fcm):
-            return try await push(data, to: binding, through: fcm, deadline: deadline)
+        case (.apns(let push), .apnsVoIP), (.apns(let push), .apnsAlert):
+            return try await self.push(push, to: binding, through: apns, deadline: deadline)
+        case (.fcm(let message), .fcm):
+            return try await self.push(message, to: binding, through: fcm, deadline: deadline)
         default:
             throw RingRelayError(
                 .unprocessable, code: .channelNotSupported, "This payload cannot be pushed to a \(binding.type.rawValue) binding.")

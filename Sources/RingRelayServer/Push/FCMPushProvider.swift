@@ -2,7 +2,8 @@ import Foundation
 import RingRelayCore
 import RingRelayFCM
 
-/// FCM as a ``PushProvider``: a high-priority data message through ``FCMClient``.
+/// FCM as a ``PushProvider``: a high-priority data message (or a notification message) through
+/// ``FCMClient``.
 struct FCMPushProvider: PushProvider {
     /// The FCM client; a long-lived service.
     let client: FCMClient
@@ -20,13 +21,24 @@ struct FCMPushProvider: PushProvider {
         return credential
     }
 
-    func push(_ payload: [String: String], to binding: Binding, credential: FCMCredential, deadline: Date) async throws(PushRefusal)
+    /// One message's data, and what it shows.
+    struct Payload: Sendable {
+        /// The data; every value a string.
+        var data: [String: String]
+        /// A notification to show (a missed call); `nil` for a ring, which the app presents itself.
+        var notice: FCMRequest.Notice?
+        /// How long FCM may hold the message for an offline device; the push's deadline when `nil`.
+        var expiresAt: Date?
+    }
+
+    func push(_ payload: Payload, to binding: Binding, credential: FCMCredential, deadline: Date) async throws(PushRefusal)
         -> PushOutcome
     {
         let request: FCMRequest
         do {
-            // android.ttl is the ring time left, so FCM drops a message that would arrive after the call.
-            request = try FCMRequest(token: binding.token, data: payload, expiresAt: deadline, now: clock.now)
+            // android.ttl is by default the ring time left, so FCM drops a message that would arrive after the call.
+            request = try FCMRequest(
+                token: binding.token, data: payload.data, notice: payload.notice, expiresAt: payload.expiresAt ?? deadline, now: clock.now)
         } catch {
             throw PushRefusal(reason: error.reason, description: error.description)
         }

@@ -12,6 +12,8 @@ struct CallService: Sendable {
     let store: any DataStore
     let ringer: Ringer
     let hub: LiveHub
+    /// Tells the callee's offline devices about rings that ended unanswered.
+    let notifier: MissedCallNotifier
     let clock: any WallClock
     let metrics: ServerMetrics
     let logger: Logger
@@ -52,8 +54,9 @@ struct CallService: Sendable {
                 name, field: "displayName", maxCharacters: Self.maxDisplayNameLength, maxBytes: Self.maxDisplayNameBytes)
         }
         if let avatarURL = request.avatarUrl { try Self.validateAvatarURL(avatarURL, sealed: request.sealed != nil) }
-        let sealed = try Self.sealed(request.sealed ?? [])
-        if !sealed.isEmpty {
+        let boxes = try Self.sealed(request.sealed ?? [])
+        var sealed: [(binding: Binding, box: String)] = []
+        if !boxes.isEmpty {
             // A sealed call carries no plaintext about the caller: what it would say goes in the boxes.
             if request.displayName != nil {
                 throw RingRelayError.invalidField("displayName", "must not be given with 'sealed': put it inside the sealed invites.")
@@ -61,7 +64,7 @@ struct CallService: Sendable {
             if request.metadata != nil {
                 throw RingRelayError.invalidField("metadata", "must not be given with 'sealed': put it inside the sealed invites.")
             }
-            try await Self.checkSealedBindings(request.sealed ?? [], callee: request.to, accountID: scope.accountID, store: store)
+            sealed = try await Self.sealedBindings(request.sealed ?? [], callee: request.to, accountID: scope.accountID, store: store)
         }
         let ifBusy = try request.ifBusy.map(Self.busyPolicy)
 
@@ -69,7 +72,8 @@ struct CallService: Sendable {
         let call = Call(
             id: ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
             callerName: request.displayName, callerAvatarURL: request.avatarUrl, callee: request.to, media: media, metadata: metadata,
-            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now)
+            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now,
+            notifyMissed: request.notifyMissed, isSealed: !boxes.isEmpty)
         let result: Ringer.Result
         switch try await ringer.create(call) {
         case .existing(let existing):
@@ -107,23 +111,45 @@ struct CallService: Sendable {
         return Ringer.Result(call: refused, deliveries: [], replayed: false)
     }
 
-    /// The ring in every channel's form: the native invite for VoIP and FCM, sealed invites for
-    /// alert bindings, and `call.incoming` over live connections.
-    static func content(for call: Call, metadata: JSONValue?, calleeBusy: Bool, sealed: [String: String], sentAt: Date) -> RingContent {
-        let invite = NativeInvite(
-            callId: call.id, from: .init(identity: call.caller ?? "", displayName: call.callerName, avatarUrl: call.callerAvatarURL),
-            media: call.media.rawValue, sentAt: sentAt, expiresAt: call.ringDeadline, metadata: metadata, calleeBusy: calleeBusy ? true : nil)
-        let inviteJSON = invite.jsonText
+    /// The ring in every channel's form: the native invite for VoIP and FCM and `call.incoming`
+    /// over live connections; for a sealed call, each boxed binding's own box instead (and nothing
+    /// about the caller), in its channel's form, and on a connected device's live ring the box of
+    /// its binding.
+    static func content(
+        for call: Call, metadata: JSONValue?, calleeBusy: Bool, sealed: [(binding: Binding, box: String)], sentAt: Date
+    ) -> RingContent {
         var content = RingContent()
         content.liveEvent = .incoming
-        content.apnsVoIP = Array(#"{"aps":{},"ringrelay":\#(inviteJSON)}"#.utf8)
-        content.fcmData = [NativeInvite.payloadKey: inviteJSON]
-        for (bindingID, box) in sealed {
-            let sealedInvite = NativeInvite(callId: call.id, from: nil, media: nil, sentAt: sentAt, expiresAt: call.ringDeadline, sealed: box)
-            // A neutral text: the extension replaces it with what the sealed box says.
-            content.apnsAlert[bindingID] = Array(
-                #"{"aps":{"alert":{"title":"Incoming call"},"mutable-content":1},"ringrelay":\#(sealedInvite.jsonText)}"#.utf8)
+        guard !sealed.isEmpty else {
+            let invite = NativeInvite(
+                callId: call.id, from: .init(identity: call.caller ?? "", displayName: call.callerName, avatarUrl: call.callerAvatarURL),
+                media: call.media.rawValue, sentAt: sentAt, expiresAt: call.ringDeadline, metadata: metadata,
+                calleeBusy: calleeBusy ? true : nil)
+            let inviteJSON = invite.jsonText
+            content.apnsVoIP = Array(#"{"aps":{},"ringrelay":\#(inviteJSON)}"#.utf8)
+            content.fcmData = [NativeInvite.payloadKey: inviteJSON]
+            return content
         }
+        var pushes: [String: BindingPusher.Payload] = [:]
+        for (binding, box) in sealed {
+            let invite = NativeInvite(
+                callId: call.id, from: nil, media: nil, sentAt: sentAt, expiresAt: call.ringDeadline, calleeBusy: calleeBusy ? true : nil,
+                sealed: box
+            ).jsonText
+            switch binding.type {
+            case .apnsVoIP:
+                pushes[binding.id] = .apns(Array(#"{"aps":{},"ringrelay":\#(invite)}"#.utf8))
+            case .apnsAlert:
+                // A neutral text: the extension replaces it with what the sealed box says.
+                pushes[binding.id] = .apns(
+                    Array(#"{"aps":{"alert":{"title":"Incoming call"},"mutable-content":1},"ringrelay":\#(invite)}"#.utf8))
+            case .fcm:
+                pushes[binding.id] = .fcm([NativeInvite.payloadKey: invite])
+            }
+            // A device with several boxed bindings rings live once, with the first one's box.
+            if let deviceID = binding.deviceID, content.sealedLive[deviceID] == nil { content.sealedLive[deviceID] = box }
+        }
+        content.sealedPushes = pushes
         return content
     }
 
@@ -160,6 +186,7 @@ struct CallService: Sendable {
         logger.info("call \(changed.state.rawValue)", metadata: ["call.command": .string(command.rawValue)])
         record(changed)
         hub.publish(CallRules.events(after: changed, actingDevice: actor.deviceID), call: changed)
+        await notifier.callEnded(changed)
         return changed
     }
 
@@ -170,6 +197,7 @@ struct CallService: Sendable {
             guard let missed = try await store.transitionCall(CallRules.timeout(call, at: clock.now)) else { return }
             record(missed)
             hub.publish(CallRules.events(after: missed, actingDevice: nil), call: missed)
+            await notifier.callEnded(missed)
         } catch {
             logger.warning("could not end an unanswered call", metadata: ["call.id": .string(call.id), "error.cause": .string("\(error)")])
         }
@@ -222,18 +250,23 @@ struct CallService: Sendable {
         if let problem = AvatarURLRules.problem(with: text) { throw .invalidField("avatarUrl", problem) }
     }
 
-    /// Each box must name an active `apns_alert` binding of the callee: a box for anyone else's
-    /// binding, or one that does not exist, is refused by its position (nothing rings).
-    private static func checkSealedBindings(_ invites: [SealedInvite], callee: String, accountID: String, store: any DataStore) async throws {
+    /// Each box must name an active binding of the callee that has a public key (the key the box is
+    /// sealed to): a box for anyone else's binding, or one that does not exist, is refused by its
+    /// position (nothing rings). Returns the boxed bindings with their boxes, in request order.
+    private static func sealedBindings(
+        _ invites: [SealedInvite], callee: String, accountID: String, store: any DataStore
+    ) async throws -> [(binding: Binding, box: String)] {
         let calleeBindings = Dictionary(
             uniqueKeysWithValues: try await store.activeBindings(accountID: accountID, identity: callee).map { ($0.id, $0) })
-        for (index, invite) in invites.enumerated() {
+        return try invites.enumerated().map { index, invite in
             guard let binding = calleeBindings[invite.bindingId] else {
                 throw RingRelayError.invalidField("sealed[\(index)].bindingId", "is not an active binding of '\(callee)'.")
             }
-            guard binding.type == .apnsAlert else {
-                throw RingRelayError.invalidField("sealed[\(index)].bindingId", "is a \(binding.type.rawValue) binding; sealed invites go to apns_alert bindings.")
+            guard binding.publicKey != nil else {
+                throw RingRelayError.invalidField(
+                    "sealed[\(index)].bindingId", "names a binding without a publicKey; a box is sealed to its binding's key.")
             }
+            return (binding, invite.box)
         }
     }
 
@@ -242,7 +275,7 @@ struct CallService: Sendable {
         var boxes: [String: String] = [:]
         for (index, invite) in invites.enumerated() {
             guard invite.bindingId.hasPrefix("\(ResourceID.binding)_") else {
-                throw .invalidField("sealed[\(index)].bindingId", "must be the id of an apns_alert binding (bnd_…).")
+                throw .invalidField("sealed[\(index)].bindingId", "must be the id of one of the callee's bindings (bnd_…).")
             }
             guard (1...maxSealedBoxLength).contains(invite.box.count), Data(base64Encoded: invite.box) != nil else {
                 throw .invalidField("sealed[\(index)].box", "must be base64, at most \(maxSealedBoxLength) characters.")

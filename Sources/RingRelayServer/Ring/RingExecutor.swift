@@ -143,7 +143,7 @@ final class RingExecutor: Sendable {
         answered.attempts = 1
         if let eventID = hub.ring(
             ring.content.liveEvent, call: call, to: key, calleeBusy: ring.calleeBusy, provider: call.source == .native ? nil : call.source,
-            rawPayload: ring.content.livePayload),
+            rawPayload: ring.content.livePayload, sealed: ring.content.sealedLive[live.deviceID]),
             await hub.awaitAck(eventID, within: liveFallback)
         {
             answered.outcome = PushDisposition.delivered.metricName
@@ -173,12 +173,35 @@ final class RingExecutor: Sendable {
         return answered
     }
 
-    /// Pushes to one binding through ``BindingPusher``; every failure becomes the delivery's outcome.
+    /// Sends pushes that are not part of a ring (missed-call notices), each as a counted task
+    /// like a ring's deliveries, and records their answers; returns at once.
+    ///
+    /// - Parameters:
+    ///   - pushes: the pushes, each with its payload.
+    ///   - deadline: no attempt starts after this.
+    func send(_ pushes: [(push: RingPlan.Push, payload: BindingPusher.Payload)], deadline: Date, logger: Logger) {
+        guard !pushes.isEmpty else { return }
+        store.recordDeliveries(pushes.map(\.push.delivery))
+        for (push, payload) in pushes {
+            inFlight.withLock { $0.count += 1 }
+            Task {
+                self.store.recordDeliveries([await self.push(push, payload: payload, deadline: deadline, logger: logger)])
+                self.finished()
+            }
+        }
+    }
+
+    /// Pushes one of a ring's deliveries with the ring's content for its binding.
     private func push(_ push: RingPlan.Push, of ring: Ring) async -> Delivery {
+        guard let payload = ring.content.payload(for: push.binding) else { return push.delivery }
+        return await self.push(push, payload: payload, deadline: ring.call.ringDeadline, logger: ring.logger)
+    }
+
+    /// Pushes to one binding through ``BindingPusher``; every failure becomes the delivery's outcome.
+    private func push(_ push: RingPlan.Push, payload: BindingPusher.Payload, deadline: Date, logger: Logger) async -> Delivery {
         let binding = push.binding
-        guard let payload = ring.content.payload(for: binding) else { return push.delivery }
         do {
-            let result = try await pusher.push(payload, to: binding, deadline: ring.call.ringDeadline)
+            let result = try await pusher.push(payload, to: binding, deadline: deadline)
             return push.delivery.completed(with: result.outcome, at: clock.now)
         } catch let error as RingRelayError {
             // No credential for the channel: a configuration problem of this account.
@@ -186,7 +209,7 @@ final class RingExecutor: Sendable {
                 with: PushOutcome(disposition: .fixConfiguration, status: nil, reason: error.code, providerID: nil, latency: .zero, attempts: 0),
                 at: clock.now)
         } catch {
-            ring.logger.error("delivery failed", metadata: ["binding.id": .string(binding.id), "error.cause": .string("\(error)")])
+            logger.error("delivery failed", metadata: ["binding.id": .string(binding.id), "error.cause": .string("\(error)")])
             return push.delivery.completed(
                 with: PushOutcome(disposition: .drop, status: nil, reason: "InternalError", providerID: nil, latency: .zero, attempts: 0),
                 at: clock.now)

@@ -1,0 +1,121 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Logging
+import NIOCore
+import RingRelayWire
+import Synchronization
+import Testing
+
+@testable import RingRelayServer
+
+/// Request ids and the access log (issue 19 item 13): every answer carries `X-Request-Id`, and the
+/// log lines the request causes carry the same id.
+@Suite struct RequestLogTests {
+    /// The lines a ``JSONLogHandler`` wrote, parsed.
+    final class Lines: Sendable {
+        private let text = Mutex("")
+
+        /// A server logger (at `level`) writing JSON lines here.
+        func logger(level: Logger.Level = .info) -> Logger {
+            var logger = Logger(label: "ringrelay") { label in JSONLogHandler(label: label) { line in self.text.withLock { $0 += line } } }
+            logger.logLevel = level
+            return logger
+        }
+
+        var raw: String { text.withLock { $0 } }
+
+        /// Each line as a JSON object; a line that is not one fails the test.
+        var objects: [[String: Any]] {
+            raw.split(separator: "\n").compactMap { line in
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                #expect(object != nil, "not a JSON object: \(line)")
+                return object
+            }
+        }
+
+        /// The metadata of the lines with `message`.
+        func metadata(of message: String) -> [[String: String]] {
+            objects.filter { $0["message"] as? String == message }.compactMap { $0["metadata"] as? [String: String] }
+        }
+    }
+
+    static let requestID = HTTPField.Name("X-Request-Id")!
+
+    @Test func everyAnswerCarriesAnIDThatItsLogLinesEcho() async throws {
+        let lines = Lines()
+        var server = try await TestServer.make()
+        server.configuration.accessLog = true
+        let admin = server.adminToken
+        try await server.withClient(logger: lines.logger()) { client in
+            let account = try await client.createAccount("acme", admin: admin)
+            let answers = [
+                try await client.send(.get, "/v1/bindings?identity=alice&limit=5", token: account.apiKey),
+                try await client.send(.get, "/v1/bindings/bnd_06h0aq62nap61qw7f0djc675g0", token: account.apiKey),
+                try await client.send(
+                    .post, "/v1/bindings", token: account.apiKey, json: #"{"identity":"bob","type":"fcm","token":"secret-push-token"}"#),
+                try await client.send(.get, "/v1/no-such-route"),
+                try await client.send(.get, "/v1/accounts", token: "wrong-token-0123456789"),
+                // A webhook for a callee nobody registered: the ringer's own line gets the id too.
+                try await WebhookTests.postTwilio(
+                    client, accountID: try await WebhookTests.configureProviders(client, key: account.apiKey, admin: admin),
+                    body: WebhookTests.twilioBody(to: "client:nobody")),
+            ]
+            let ids = answers.map { $0.headers[Self.requestID] }
+            #expect(ids.allSatisfy { $0.map(RequestIDs.isWellFormed) == true }, "\(ids)")
+            #expect(Set(ids).count == ids.count, "ids repeat: \(ids)")
+
+            let access = Dictionary(lines.metadata(of: "request").map { ($0["request.id"] ?? "", $0) }) { first, _ in first }
+            let expected: [(method: String, route: String, status: Int)] = [
+                ("GET", "/v1/bindings", 200), ("GET", "/v1/bindings/{bindingId}", 404), ("POST", "/v1/bindings", 201),
+                ("GET", "NotFound", 404), ("GET", "/v1/accounts", 401), ("POST", "/v1/webhooks/twilio/{accountId}", 404),
+            ]
+            for (answer, want) in zip(answers, expected) {
+                #expect(answer.status.code == want.status, "\(want.route): \(String(buffer: answer.body))")
+                let line = try #require(access[answer.headers[Self.requestID] ?? ""], "no access line for \(want.route)")
+                #expect(line["http.method"] == want.method)
+                #expect(line["http.route"] == want.route, "\(line)")
+                #expect(line["http.status"] == String(want.status))
+                #expect(Double(line["http.duration_ms"] ?? "") != nil, "\(line)")
+            }
+            let unreachable = try #require(lines.metadata(of: "no reachable device").first)
+            #expect(unreachable["request.id"] == answers[5].headers[Self.requestID])
+            // Routes, never paths, queries, tokens or bodies.
+            for secret in [account.apiKey, "wrong-token-0123456789", "secret-push-token", "bnd_06h0aq62nap61qw7f0djc675g0", "limit=5"] {
+                #expect(!lines.raw.contains(secret), "the log shows '\(secret)'")
+            }
+        }
+    }
+
+    @Test func theAccessLogIsOffByDefault() async throws {
+        let lines = Lines()
+        let server = try await TestServer.make()
+        try await server.withClient(logger: lines.logger()) { client in
+            let answer = try await client.send(.get, "/healthz")
+            #expect(answer.headers[Self.requestID] != nil)
+            #expect(lines.metadata(of: "request").isEmpty, "\(lines.raw)")
+        }
+    }
+
+    /// A proxy's `X-Request-Id` becomes the request's id only with `--trust-proxy`, and only when
+    /// it is well-formed; otherwise clients cannot choose what our logs say.
+    @Test func aProxysRequestIDIsKeptOnlyWhenTrusted() async throws {
+        for trustProxy in [false, true] {
+            let lines = Lines()
+            var server = try await TestServer.make()
+            server.configuration.trustProxy = trustProxy
+            server.configuration.accessLog = true
+            try await server.withClient(logger: lines.logger()) { client in
+                for (sent, kept) in [
+                    ("nginx-7f3a9c:42/req=1", trustProxy), ("has space", false), (String(repeating: "a", count: 129), false), ("", false),
+                ] {
+                    let answer = try await client.execute(uri: "/healthz", method: .get, headers: [Self.requestID: sent], body: nil)
+                    let id = try #require(answer.headers[Self.requestID])
+                    #expect((id == sent) == kept, "trust-proxy \(trustProxy): sent '\(sent)', answered '\(id)'")
+                    #expect(RequestIDs.isWellFormed(id))
+                    #expect(lines.metadata(of: "request").last?["request.id"] == id)
+                }
+            }
+        }
+    }
+}
