@@ -38,6 +38,41 @@ import Testing
         }
     }
 
+    @Test func aSealedCallRingsOverTheSocketAndTheSDKShowsTheCallerFromTheBox() async throws {
+        try await TestServer.withPushServer(.live) { server, simulator, client, key in
+            let files = try TemporaryDirectory(prefix: "ringrelay-sealed-live")
+            defer { files.remove() }
+            let port = try #require(client.port)
+            let accounts = try await client.send(.get, "/v1/accounts", token: server.adminToken).decode(AccountList.self)
+            let accountID = try #require(accounts.data.first { $0.name == "acme" }?.id)
+            func device(_ identity: String, _ deviceID: String) async throws -> SealedDevice {
+                let token = try await client.accessToken(identity: identity, deviceID: deviceID, key: key)
+                return SealedDevice(port: port, accountID: accountID, identity: identity, deviceID: deviceID, token: token, files: files)
+            }
+            let alice = try await device("alice", "alice-phone-7f3a")
+            let bob = try await device("bob", "bob-phone-91c2")
+            try await alice.client.register(
+                token: apnsToken(seed: 1), type: .apnsAlert, environment: .sandbox, publicKey: alice.identity.publicKeyBase64)
+            try await bob.client.register(
+                token: apnsToken(seed: 2), type: .apnsAlert, environment: .sandbox, publicKey: bob.identity.publicKeyBase64)
+            for device in [alice, bob] {
+                await device.client.connect()
+                #expect(await eventually { if case .connected = await device.client.connectionState { true } else { false } })
+            }
+
+            let outgoing = try await alice.client.startCall(to: "bob", sealed: true, displayName: "Alice Liddell")
+            // Bob's connected device rings live: reported once, then it shows Alice from the box.
+            #expect(await eventually { bob.client.calls.call(uuid: outgoing.uuid)?.remote.displayName == "Alice Liddell" })
+            let ringing = try #require(bob.client.calls.call(uuid: outgoing.uuid))
+            #expect(bob.ui.records.filter { $0 == .incoming(outgoing.uuid) }.count == 1)
+            try await ringing.answer()
+            #expect(await eventually { outgoing.state == .connected })
+            try await outgoing.end()
+            #expect(await eventually { ringing.state == .ended(.remoteEnded) })
+            for device in [alice, bob] { await device.client.disconnect() }
+        }
+    }
+
     /// Waits for the simulator's push of call `callID` to `token`.
     static func push(of callID: String, to token: String, at simulator: APNsSimulator) async throws -> APNsSimulator.ReceivedPush {
         let deadline = ContinuousClock.now + .seconds(20)
