@@ -42,7 +42,8 @@ extension BenchCommand {
             var boxLength = 0
             for index in 0..<count {
                 let payload = SealedCallPayload(
-                    inviteId: "bench-\(index)", caller: .init(identity: "alice", deviceId: caller.deviceId, keyId: caller.keyId, displayName: "Alice"),
+                    inviteId: "bench-\(index)",
+                    caller: .init(identity: "alice", deviceId: caller.deviceId, keyId: caller.keyId, displayName: "Alice"),
                     media: "audio", metadata: metadata, expiresAt: Date().addingTimeInterval(60))
                 var box = ""
                 seal.append(try clock.measure { box = try caller.seal(payload, to: callee.privateKey.publicKey, address: address) })

@@ -16,21 +16,35 @@ import Testing
         }
 
         struct Export: Decodable {
-            var exporter_context: String
-            var L: Int
-            var exported_value: String
+            var context: String
+            var length: Int
+            var value: String
+
+            enum CodingKeys: String, CodingKey {
+                case context = "exporter_context"
+                case length = "L"
+                case value = "exported_value"
+            }
         }
 
         var mode: Int
-        var aead_id: Int
+        var aeadID: Int
         var info: String
         var skRm: String
         var enc: String
         var pkSm: String?
         var psk: String?
-        var psk_id: String?
+        var pskID: String?
         var encryptions: [Encryption]
         var exports: [Export]
+
+        enum CodingKeys: String, CodingKey {
+            case mode
+            case aeadID = "aead_id"
+            case info, skRm, enc, pkSm, psk
+            case pskID = "psk_id"
+            case encryptions, exports
+        }
     }
 
     static let vectors: [Vector] = {
@@ -38,12 +52,12 @@ import Testing
     }()
 
     @Test func theFixtureHoldsBothAEADsInEveryMode() {
-        #expect(Set(Self.vectors.map { "\($0.aead_id)/\($0.mode)" }) == ["1/0", "1/1", "1/2", "1/3", "2/0", "2/1", "2/2", "2/3"])
+        #expect(Set(Self.vectors.map { "\($0.aeadID)/\($0.mode)" }) == ["1/0", "1/1", "1/2", "1/3", "2/0", "2/1", "2/2", "2/3"])
     }
 
     @Test(arguments: vectors)
     func recipientOpensTheVectorsCiphertextsAndExports(_ vector: Vector) throws {
-        let suite = HPKE.Ciphersuite(kem: .P256_HKDF_SHA256, kdf: .HKDF_SHA256, aead: vector.aead_id == 1 ? .AES_GCM_128 : .AES_GCM_256)
+        let suite = HPKE.Ciphersuite(kem: .P256_HKDF_SHA256, kdf: .HKDF_SHA256, aead: vector.aeadID == 1 ? .AES_GCM_128 : .AES_GCM_256)
         let privateKey = try P256.KeyAgreement.PrivateKey(rawRepresentation: hex(vector.skRm))
         let info = try hex(vector.info)
         let enc = try hex(vector.enc)
@@ -54,7 +68,7 @@ import Testing
         case 1:
             recipient = try HPKE.Recipient(
                 privateKey: privateKey, ciphersuite: suite, info: info, encapsulatedKey: enc,
-                presharedKey: SymmetricKey(data: try hex(#require(vector.psk))), presharedKeyIdentifier: try hex(#require(vector.psk_id)))
+                presharedKey: SymmetricKey(data: try hex(#require(vector.psk))), presharedKeyIdentifier: try hex(#require(vector.pskID)))
         case 2:
             recipient = try HPKE.Recipient(
                 privateKey: privateKey, ciphersuite: suite, info: info, encapsulatedKey: enc,
@@ -63,7 +77,7 @@ import Testing
             recipient = try HPKE.Recipient(
                 privateKey: privateKey, ciphersuite: suite, info: info, encapsulatedKey: enc,
                 authenticatedBy: P256.KeyAgreement.PublicKey(x963Representation: hex(#require(vector.pkSm))),
-                presharedKey: SymmetricKey(data: try hex(#require(vector.psk))), presharedKeyIdentifier: try hex(#require(vector.psk_id)))
+                presharedKey: SymmetricKey(data: try hex(#require(vector.psk))), presharedKeyIdentifier: try hex(#require(vector.pskID)))
         }
         // The vector's encryptions are sequence numbers 0, 1, 2 of one context: open them in order.
         for encryption in vector.encryptions {
@@ -71,13 +85,13 @@ import Testing
             #expect(plaintext == (try hex(encryption.pt)))
         }
         for export in vector.exports {
-            let secret = try recipient.exportSecret(context: hex(export.exporter_context), outputByteCount: export.L)
-            #expect(secret.withUnsafeBytes { Data($0) } == (try hex(export.exported_value)))
+            let secret = try recipient.exportSecret(context: hex(export.context), outputByteCount: export.length)
+            #expect(secret.withUnsafeBytes { Data($0) } == (try hex(export.value)))
         }
     }
 
     @Test func aChangedCiphertextOfAVectorDoesNotOpen() throws {
-        let vector = try #require(Self.vectors.first { $0.mode == 2 && $0.aead_id == 2 })
+        let vector = try #require(Self.vectors.first { $0.mode == 2 && $0.aeadID == 2 })
         let privateKey = try P256.KeyAgreement.PrivateKey(rawRepresentation: hex(vector.skRm))
         var recipient = try HPKE.Recipient(
             privateKey: privateKey, ciphersuite: .P256_SHA256_AES_GCM_256, info: hex(vector.info), encapsulatedKey: hex(vector.enc),
@@ -93,7 +107,7 @@ import Testing
 }
 
 extension SealedHPKEVectorTests.Vector: CustomTestStringConvertible {
-    var testDescription: String { "mode \(mode), AEAD \(aead_id == 1 ? "AES-128-GCM" : "AES-256-GCM")" }
+    var testDescription: String { "mode \(mode), AEAD \(aeadID == 1 ? "AES-128-GCM" : "AES-256-GCM")" }
 }
 
 extension Data {

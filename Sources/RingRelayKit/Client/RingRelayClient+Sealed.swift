@@ -72,7 +72,8 @@ extension RingRelayClient {
             }
             guard box.utf8.count <= SealedInviteOpener.maximumBoxLength else {
                 throw .sealedCall(
-                    "The sealed invite is \(box.utf8.count) characters, over the \(SealedInviteOpener.maximumBoxLength) a box may have: send less metadata.")
+                    "The sealed invite is \(box.utf8.count) characters, over the \(SealedInviteOpener.maximumBoxLength) a box may have: send less metadata."
+                )
             }
             boxes.append(SealedInvite(bindingId: key.bindingId, box: box))
         }

@@ -33,7 +33,8 @@ enum SealedBox {
         let senderKeyID = DeviceKeyID(of: sender.privateKey.publicKey)
         let info = try Self.info(address)
         var inner = try HPKE.Sender(
-            recipientKey: recipientKey, ciphersuite: ciphersuite, info: try Self.innerInfo(info, senderIdentity: sender.identity, senderKeyID: senderKeyID),
+            recipientKey: recipientKey, ciphersuite: ciphersuite,
+            info: try Self.innerInfo(info, senderIdentity: sender.identity, senderKeyID: senderKeyID),
             authenticatedBy: sender.privateKey)
         let innerCiphertext = try inner.seal(payload)
 

@@ -48,7 +48,8 @@ public struct SealedNotificationProcessor: Sendable {
     static func voipPayload(invite: NativeInvite, opened payload: SealedCallPayload) -> JSONValue {
         let clear = NativeInvite(
             callId: invite.callId,
-            from: NativeInvite.Caller(identity: payload.caller.identity, displayName: payload.caller.displayName, avatarUrl: payload.caller.avatarUrl),
+            from: NativeInvite.Caller(
+                identity: payload.caller.identity, displayName: payload.caller.displayName, avatarUrl: payload.caller.avatarUrl),
             media: payload.media, sentAt: invite.sentAt, expiresAt: min(invite.expiresAt, payload.expiresAt), metadata: payload.metadata,
             calleeBusy: invite.calleeBusy)
         // A NativeInvite always encodes, and its JSON always reads back as a JSONValue.

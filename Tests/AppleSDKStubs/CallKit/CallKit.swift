@@ -170,7 +170,7 @@ open class CXProvider: NSObject {
     open func setDelegate(_ delegate: (any CXProviderDelegate)?, queue: DispatchQueue?) { unavailable() }
 
     /// `func reportNewIncomingCall(with UUID: UUID, update: CXCallUpdate, completion: @escaping @Sendable ((any Error)?) -> Void)`
-    open func reportNewIncomingCall(with UUID: UUID, update: CXCallUpdate, completion: @escaping @Sendable ((any Error)?) -> Void) {
+    open func reportNewIncomingCall(with uuid: UUID, update: CXCallUpdate, completion: @escaping @Sendable ((any Error)?) -> Void) {
         unavailable()
     }
 
@@ -180,16 +180,16 @@ open class CXProvider: NSObject {
     ) { unavailable() }
 
     /// `func reportCall(with UUID: UUID, updated update: CXCallUpdate)`
-    open func reportCall(with UUID: UUID, updated update: CXCallUpdate) { unavailable() }
+    open func reportCall(with uuid: UUID, updated update: CXCallUpdate) { unavailable() }
 
     /// `func reportCall(with UUID: UUID, endedAt dateEnded: Date?, reason endedReason: CXCallEndedReason)`
-    open func reportCall(with UUID: UUID, endedAt dateEnded: Date?, reason endedReason: CXCallEndedReason) { unavailable() }
+    open func reportCall(with uuid: UUID, endedAt dateEnded: Date?, reason endedReason: CXCallEndedReason) { unavailable() }
 
     /// `func reportOutgoingCall(with UUID: UUID, startedConnectingAt dateStartedConnecting: Date?)`
-    open func reportOutgoingCall(with UUID: UUID, startedConnectingAt dateStartedConnecting: Date?) { unavailable() }
+    open func reportOutgoingCall(with uuid: UUID, startedConnectingAt dateStartedConnecting: Date?) { unavailable() }
 
     /// `func reportOutgoingCall(with UUID: UUID, connectedAt dateConnected: Date?)`
-    open func reportOutgoingCall(with UUID: UUID, connectedAt dateConnected: Date?) { unavailable() }
+    open func reportOutgoingCall(with uuid: UUID, connectedAt dateConnected: Date?) { unavailable() }
 }
 
 /// `class CXCallController : NSObject`
