@@ -24,41 +24,73 @@ import Testing
         /// What `onDeviceKeysChanged` was told, in order.
         let keyChanges = KeyChangeLog()
 
-        init(port: Int, accountID: String, identity name: String, deviceID: String, token: String, files: TemporaryDirectory) {
-            identity = SealedCallIdentity(accountId: accountID, identity: name, deviceId: deviceID, privateKey: .init())
+        /// A device on the server's clock, so the boxes' times and the server's agree however
+        /// long a loaded machine takes.
+        init(world: World, identity name: String, deviceID: String, token: String) {
+            identity = SealedCallIdentity(accountId: world.accountID, identity: name, deviceId: deviceID, privateKey: .init())
             configuration = SealedCallConfiguration(
-                identity: identity, replayStore: InviteReplayStore(fileURL: URL(fileURLWithPath: files.appending("\(deviceID)-replays.json"))),
-                knownKeys: KnownDeviceKeys(fileURL: URL(fileURLWithPath: files.appending("\(deviceID)-known-keys.json"))),
+                identity: identity, replayStore: InviteReplayStore(fileURL: URL(fileURLWithPath: world.files.appending("\(deviceID)-replays.json"))),
+                knownKeys: KnownDeviceKeys(fileURL: URL(fileURLWithPath: world.files.appending("\(deviceID)-known-keys.json"))),
                 onDeviceKeysChanged: { [keyChanges] change in keyChanges.append(change) })
+            let clock = world.clock
             client = RingRelayClient(
                 configuration: .init(
-                    serverURL: URL(string: "http://127.0.0.1:\(port)")!, deviceId: deviceID,
-                    calls: .init(callbackExecutor: DispatchQueue(label: "sealed-test-\(deviceID)")), sealedCalls: configuration),
+                    serverURL: URL(string: "http://127.0.0.1:\(world.port)")!, deviceId: deviceID,
+                    reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(100), maximumDelay: .seconds(1)),
+                    calls: .init(callbackExecutor: DispatchQueue(label: "sealed-test-\(deviceID)"), now: { clock.now }),
+                    sealedCalls: configuration),
                 systemUI: ui, accessToken: { token }, http: URLSessionHTTPTransport(), live: NIOLiveTransport())
+        }
+
+        /// Registers an `apns_alert` binding with this device's key.
+        @discardableResult
+        func registerAlertBinding(_ token: String) async throws -> RegisteredBinding {
+            try await client.register(token: token, type: .apnsAlert, environment: .sandbox, publicKey: identity.publicKeyBase64)
+        }
+
+        /// Opens the live connection and waits until the server has registered it.
+        func connect() async {
+            await client.connect()
+            #expect(await eventually { if case .connected = await client.connectionState { true } else { false } })
+        }
+    }
+
+    /// A server with the APNs simulator, an account, and scratch files for the devices.
+    struct World {
+        let simulator: APNsSimulator
+        let clock: ManualWallClock
+        let client: any TestClientProtocol
+        let key: String
+        let port: Int
+        let accountID: String
+        let files: TemporaryDirectory
+
+        func device(_ identity: String, _ deviceID: String) async throws -> SealedDevice {
+            let token = try await client.accessToken(identity: identity, deviceID: deviceID, key: key)
+            return SealedDevice(world: self, identity: identity, deviceID: deviceID, token: token)
+        }
+    }
+
+    static func withWorld(_ body: @Sendable (World) async throws -> Void) async throws {
+        try await TestServer.withPushServer(.live) { server, simulator, client, key in
+            let files = try TemporaryDirectory(prefix: "ringrelay-sealed-live")
+            defer { files.remove() }
+            let accounts = try await client.send(.get, "/v1/accounts", token: server.adminToken).decode(AccountList.self)
+            try await body(
+                World(
+                    simulator: simulator, clock: server.clock, client: client, key: key, port: try #require(client.port),
+                    accountID: try #require(accounts.data.first { $0.name == "acme" }?.id), files: files))
         }
     }
 
     @Test func aSealedCallRingsOverTheSocketAndTheSDKShowsTheCallerFromTheBox() async throws {
-        try await TestServer.withPushServer(.live) { server, simulator, client, key in
-            let files = try TemporaryDirectory(prefix: "ringrelay-sealed-live")
-            defer { files.remove() }
-            let port = try #require(client.port)
-            let accounts = try await client.send(.get, "/v1/accounts", token: server.adminToken).decode(AccountList.self)
-            let accountID = try #require(accounts.data.first { $0.name == "acme" }?.id)
-            func device(_ identity: String, _ deviceID: String) async throws -> SealedDevice {
-                let token = try await client.accessToken(identity: identity, deviceID: deviceID, key: key)
-                return SealedDevice(port: port, accountID: accountID, identity: identity, deviceID: deviceID, token: token, files: files)
-            }
-            let alice = try await device("alice", "alice-phone-7f3a")
-            let bob = try await device("bob", "bob-phone-91c2")
-            try await alice.client.register(
-                token: apnsToken(seed: 1), type: .apnsAlert, environment: .sandbox, publicKey: alice.identity.publicKeyBase64)
-            try await bob.client.register(
-                token: apnsToken(seed: 2), type: .apnsAlert, environment: .sandbox, publicKey: bob.identity.publicKeyBase64)
-            for device in [alice, bob] {
-                await device.client.connect()
-                #expect(await eventually { if case .connected = await device.client.connectionState { true } else { false } })
-            }
+        try await Self.withWorld { world in
+            let alice = try await world.device("alice", "alice-phone-7f3a")
+            let bob = try await world.device("bob", "bob-phone-91c2")
+            try await alice.registerAlertBinding(apnsToken(seed: 1))
+            try await bob.registerAlertBinding(apnsToken(seed: 2))
+            await alice.connect()
+            await bob.connect()
 
             let outgoing = try await alice.client.startCall(to: "bob", sealed: true, displayName: "Alice Liddell")
             // Bob's connected device rings live: reported once, then it shows Alice from the box.
@@ -92,25 +124,15 @@ import Testing
     }
 
     @Test func aSealedAlertPushOpensInTheCalleesSDKAndRingsOneCall() async throws {
-        try await TestServer.withPushServer(.live) { server, simulator, client, key in
-            let files = try TemporaryDirectory(prefix: "ringrelay-sealed-live")
-            defer { files.remove() }
-            let port = try #require(client.port)
-            let accounts = try await client.send(.get, "/v1/accounts", token: server.adminToken).decode(AccountList.self)
-            let accountID = try #require(accounts.data.first { $0.name == "acme" }?.id)
-            func device(_ identity: String, _ deviceID: String) async throws -> SealedDevice {
-                let token = try await client.accessToken(identity: identity, deviceID: deviceID, key: key)
-                return SealedDevice(port: port, accountID: accountID, identity: identity, deviceID: deviceID, token: token, files: files)
-            }
-            let alice = try await device("alice", "alice-phone-7f3a")
-            let bob = try await device("bob", "bob-phone-91c2")
+        try await Self.withWorld { world in
+            let simulator = world.simulator
+            let alice = try await world.device("alice", "alice-phone-7f3a")
+            let bob = try await world.device("bob", "bob-phone-91c2")
             // Each registers an alert binding with its key; Alice connects, Bob stays offline.
-            try await alice.client.register(
-                token: apnsToken(seed: 1), type: .apnsAlert, environment: .sandbox, publicKey: alice.identity.publicKeyBase64)
+            try await alice.registerAlertBinding(apnsToken(seed: 1))
             let bobToken = apnsToken(seed: 2)
-            let bobBinding = try await bob.client.register(
-                token: bobToken, type: .apnsAlert, environment: .sandbox, publicKey: bob.identity.publicKeyBase64)
-            await alice.client.connect()
+            let bobBinding = try await bob.registerAlertBinding(bobToken)
+            await alice.connect()
 
             let metadata = JSONValue.object(["room": .string("secret-room-4242")])
             let outgoing = try await alice.client.startCall(to: "bob", sealed: true, media: .video, displayName: "Alice Liddell", metadata: metadata)
@@ -134,7 +156,7 @@ import Testing
             let nse = SealedNotificationProcessor(
                 opener: SealedInviteOpener(
                     identity: bob.identity, bindingIds: [bobBinding.id], senderKeys: bob.client.keyDirectory,
-                    replayStore: bob.configuration.replayStore))
+                    replayStore: bob.configuration.replayStore, now: { world.clock.now }))
             guard case .reportCall(let voipPayload) = await nse.process(userInfo) else {
                 Issue.record("the extension did not report the call")
                 return
