@@ -5,7 +5,8 @@ import Testing
 
 @testable import RingRelayCLI
 
-/// The `ringrelay` executable's own behaviour, whatever the verb.
+/// The `ringrelay` executable's own behaviour, whatever the verb: `--version`, and what it says
+/// when the server is down or the command line is wrong.
 @Suite struct CLITests {
     /// Every verb's command line, from `RingRelayCommand`'s tree: `["accounts", "create"]`, ….
     static func verbs(under command: any ParsableCommand.Type = RingRelayCommand.self, path: [String] = []) -> [[String]] {
@@ -34,6 +35,43 @@ import Testing
         if let hash = commit.2, Self.git(["rev-parse", "--git-dir"]) {
             #expect(Self.git(["cat-file", "-e", "\(hash)^{commit}"]), "\(hash) is not a commit of \(Self.packageDirectory.path)")
         }
+    }
+
+    @Test func aServerThatIsDownIsSaidPlainlyOnce() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let url = "http://127.0.0.1:\(try Self.closedPort())"
+        let run = try await ServerProcess.run(["bindings", "list", "--server", url], directory: directory.path, environment: ["RINGRELAY_TOKEN": "rrk_x"])
+        #expect(run.status == 1)
+        #expect(
+            run.stderr == "Cannot reach the server at \(url) (connection refused). Is 'ringrelay serve' running there? Set --server or RINGRELAY_URL.\n")
+        #expect(run.stdout.isEmpty)
+    }
+
+    @Test func aVerbsUsageErrorShowsThatVerbsUsage() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        // The token is looked for when the verb runs, not while the arguments are parsed.
+        let run = try await ServerProcess.run(["accounts", "list"], directory: directory.path)
+        #expect(run.status == 64)
+        #expect(run.stderr.hasPrefix("Error: Pass --token or set RINGRELAY_ADMIN_TOKEN or RINGRELAY_TOKEN.\nUsage: ringrelay accounts list "))
+        #expect(run.stderr.contains("See 'ringrelay accounts list --help' for more information."))
+        #expect(!run.stderr.contains("<subcommand>"))
+    }
+
+    /// A port nothing listens on: bound, then closed again.
+    static func closedPort() throws -> Int {
+        let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        try #require(bound)
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// Whether `git` succeeds in the repository.
