@@ -18,8 +18,9 @@ final class ServerProcess: Sendable {
         return executable.deletingLastPathComponent().appendingPathComponent("ringrelay")
     }
 
-    /// Starts `ringrelay` with `arguments` in `directory`.
-    init(_ arguments: [String], directory: String, environment: [String: String] = [:]) throws {
+    /// Starts `ringrelay` with `arguments` in `directory`; its standard input is `input`, or
+    /// `/dev/null`.
+    init(_ arguments: [String], directory: String, environment: [String: String] = [:], input: Pipe? = nil) throws {
         process = Process()
         process.executableURL = Self.binary
         process.arguments = arguments
@@ -32,7 +33,7 @@ final class ServerProcess: Sendable {
         let stderr = Pipe()
         process.standardOutput = stdout
         process.standardError = stderr
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = input ?? FileHandle.nullDevice
         try process.run()
         // A thread per pipe, reading until the child closes it. FileHandle's readabilityHandler
         // (a dispatch source) crashed the test process in libdispatch's event loop now and then
