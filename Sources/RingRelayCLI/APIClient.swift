@@ -21,14 +21,19 @@ struct ServerOptions: ParsableArguments {
     /// A client for these options; `tokenVariables` are consulted in order when `--token` is absent.
     func client(tokenVariables: [String]) throws -> APIClient {
         let environment = ProcessInfo.processInfo.environment
-        let base = server ?? environment["RINGRELAY_URL"] ?? "http://127.0.0.1:8080"
-        guard let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-            throw ValidationError("--server must be an http(s) URL, got '\(base)'.")
-        }
         guard let token = token ?? tokenVariables.lazy.compactMap({ environment[$0] }).first else {
             throw ValidationError("Pass --token or set \(tokenVariables.joined(separator: " or ")).")
         }
-        return APIClient(baseURL: base.hasSuffix("/") ? String(base.dropLast()) : base, token: token)
+        return APIClient(baseURL: try baseURL(), token: token)
+    }
+
+    /// The server URL, from `--server`, `RINGRELAY_URL` or the default, without a trailing `/`.
+    func baseURL() throws -> String {
+        let base = server ?? ProcessInfo.processInfo.environment["RINGRELAY_URL"] ?? "http://127.0.0.1:8080"
+        guard let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw ValidationError("--server must be an http(s) URL, got '\(base)'.")
+        }
+        return base.hasSuffix("/") ? String(base.dropLast()) : base
     }
 }
 
@@ -79,7 +84,8 @@ struct ServerUnreachable: Error, CustomStringConvertible {
 /// A minimal JSON client for the RingRelay API.
 struct APIClient {
     var baseURL: String
-    var token: String
+    /// The bearer token; `nil` for the provider webhooks, which are signed instead.
+    var token: String?
 
     /// The process's HTTP client. Unlike `HTTPClient.shared`, it gives up on a refused
     /// connection at once instead of retrying it until the request's deadline, so a verb
@@ -92,13 +98,19 @@ struct APIClient {
 
     /// Sends a request and returns the raw response body, throwing ``APIError`` for non-2xx answers.
     func send(_ method: HTTPMethod, _ path: String, body: (some Encodable)? = Optional<String>.none) async throws -> Data {
+        try await send(method, path, json: body.map { try JSONEncoder.ringRelay.encode($0) })
+    }
+
+    /// Sends JSON bytes as they are, with `headers` besides the usual ones (a webhook's signature).
+    func send(_ method: HTTPMethod, _ path: String, json: Data?, headers: HTTPHeaders = [:]) async throws -> Data {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
-        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers = headers
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         request.headers.add(name: "Accept", value: "application/json")
-        if let body {
+        if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(data: try JSONEncoder.ringRelay.encode(body)))
+            request.body = .bytes(ByteBuffer(data: json))
         }
         let response: HTTPClientResponse
         do {
