@@ -59,6 +59,20 @@ import Testing
         #expect(!run.stderr.contains("<subcommand>"))
     }
 
+    /// Keys and certificates the simulators write by default, and a throwaway `.p8` like the
+    /// README's, stay out of git when a try-out leaves them at the top of a checkout.
+    @Test(.enabled(if: git(["rev-parse", "--git-dir"]), "needs a git checkout"))
+    func whatATryOutWritesIsIgnoredByGit() throws {
+        let apns = try SimulateCommand.APNs.parse([])
+        let fcm = try SimulateCommand.FCM.parse([])
+        let written = [apns.certificateOut, fcm.certificateOut, fcm.serviceAccountOut, "AuthKey_TEST.p8", "service-account.json", "simulators.pem"]
+        for file in written {
+            let path = URL(fileURLWithPath: file).lastPathComponent
+            #expect(Self.git(["check-ignore", "--quiet", "--no-index", path]), "\(path) is not ignored")
+        }
+        #expect(!Self.git(["check-ignore", "--quiet", "--no-index", "Sources/RingRelayServer/Resources/openapi.yaml"]))
+    }
+
     /// A port nothing listens on: bound, then closed again.
     static func closedPort() throws -> Int {
         let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
