@@ -142,11 +142,18 @@ import Testing
             try await bob.waitFor("ready") { $0["event"] == "ready" }
             let call = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob"}"#).decode(CallResource.self)
             try await bob.waitFor("connected") { $0["event"] == "connected" && $0["callId"] == call.id }
+            // The answer has reached the server, so there is a call in progress to hang up.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self).state != "accepted" {
+                try #require(ContinuousClock.now < deadline, "bob's answer never reached the server")
+                try await Task.sleep(for: .milliseconds(20))
+            }
 
             try input.fileHandleForWriting.close()
             #expect(try await bob.process.waitForExit() == 0)
             try await Task.sleep(for: .milliseconds(50))
-            #expect(bob.events.suffix(2).map { $0["event"] } == ["ended", "exit"], "\(bob.process.stdout)")
+            #expect(bob.events.contains { $0["event"] == "ended" && $0["callId"] == call.id && $0["reason"] == "local" }, "\(bob.process.stdout)")
+            #expect(bob.events.last?["event"] == "exit")
             let record = try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self)
             #expect(record.state == "ended")
             #expect(record.endedBy == "bob")

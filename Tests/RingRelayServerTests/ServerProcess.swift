@@ -1,4 +1,5 @@
 import Foundation
+import RingRelayTesting
 import Synchronization
 
 /// The real `ringrelay` executable, run as a child process.
@@ -42,12 +43,15 @@ final class ServerProcess: Sendable {
         Self.collect(stderr.fileHandleForReading, into: errors)
     }
 
+    /// Reads a pipe into `collected`; with `RINGRELAY_TEST_VERBOSE=1`, echoes it to the test's
+    /// standard error as well (otherwise a child's logs never reach the console).
     private static func collect(_ handle: FileHandle, into collected: Collected) {
         Thread.detachNewThread {
             while true {
                 let data = handle.availableData
                 if data.isEmpty { return }
                 collected.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+                if TestLogging.isVerbose { FileHandle.standardError.write(data) }
             }
         }
     }
