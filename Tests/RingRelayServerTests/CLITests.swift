@@ -40,7 +40,7 @@ import Testing
     @Test func aServerThatIsDownIsSaidPlainlyOnce() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let url = "http://127.0.0.1:\(try Self.closedPort())"
+        let url = "http://127.0.0.1:\(try Self.unusedPort())"
         let run = try await ServerProcess.run(["bindings", "list", "--server", url], directory: directory.path, environment: ["RINGRELAY_TOKEN": "rrk_x"])
         #expect(run.status == 1)
         #expect(
@@ -73,8 +73,8 @@ import Testing
         #expect(!Self.git(["check-ignore", "--quiet", "--no-index", "Sources/RingRelayServer/Resources/openapi.yaml"]))
     }
 
-    /// A port nothing listens on: bound, then closed again.
-    static func closedPort() throws -> Int {
+    /// A port nothing listens on (bound, then closed again): one to find closed, or to listen on.
+    static func unusedPort() throws -> Int {
         let socket = Foundation.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
         var address = sockaddr_in()

@@ -19,11 +19,14 @@ final class ServerProcess: Sendable {
         return executable.deletingLastPathComponent().appendingPathComponent("ringrelay")
     }
 
-    /// Starts `ringrelay` with `arguments` in `directory`; its standard input is `input`, or
-    /// `/dev/null`.
-    init(_ arguments: [String], directory: String, environment: [String: String] = [:], input: Pipe? = nil) throws {
+    /// Starts `ringrelay` (or another `executable`) with `arguments` in `directory`; its standard
+    /// input is `input`, or `/dev/null`.
+    init(
+        _ arguments: [String], directory: String, environment: [String: String] = [:], input: Pipe? = nil,
+        executable: URL = ServerProcess.binary
+    ) throws {
         process = Process()
-        process.executableURL = Self.binary
+        process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         // A clean environment: no RINGRELAY_* from the developer's shell leaks into the test.
@@ -99,9 +102,11 @@ final class ServerProcess: Sendable {
         return process.terminationStatus
     }
 
-    /// Runs `ringrelay` to completion and returns its status and output.
-    static func run(_ arguments: [String], directory: String, environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let child = try ServerProcess(arguments, directory: directory, environment: environment)
+    /// Runs `ringrelay` (or another `executable`) to completion and returns its status and output.
+    static func run(
+        _ arguments: [String], directory: String, environment: [String: String] = [:], executable: URL = ServerProcess.binary
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let child = try ServerProcess(arguments, directory: directory, environment: environment, executable: executable)
         let status = try await child.waitForExit(timeout: .seconds(60))
         // Let the readability handlers drain what is left in the pipes.
         try await Task.sleep(for: .milliseconds(50))
