@@ -2,8 +2,8 @@ import ArgumentParser
 import AsyncHTTPClient
 import Foundation
 import NIOCore
-import NIOPosix
 import NIOFoundationEssentialsCompat
+import NIOPosix
 import NIOHTTP1
 import RingRelayWire
 

@@ -41,10 +41,12 @@ import Testing
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let url = "http://127.0.0.1:\(try Self.unusedPort())"
-        let run = try await ServerProcess.run(["bindings", "list", "--server", url], directory: directory.path, environment: ["RINGRELAY_TOKEN": "rrk_x"])
+        let run = try await ServerProcess.run(
+            ["bindings", "list", "--server", url], directory: directory.path, environment: ["RINGRELAY_TOKEN": "rrk_x"])
         #expect(run.status == 1)
         #expect(
-            run.stderr == "Cannot reach the server at \(url) (connection refused). Is 'ringrelay serve' running there? Set --server or RINGRELAY_URL.\n")
+            run.stderr
+                == "Cannot reach the server at \(url) (connection refused). Is 'ringrelay serve' running there? Set --server or RINGRELAY_URL.\n")
         #expect(run.stdout.isEmpty)
     }
 

@@ -82,7 +82,8 @@ struct Walkthrough {
         for line in section.split(separator: "\n", omittingEmptySubsequences: false) {
             if var block = open {
                 if line == "```" {
-                    blocks.append(Block(language: block.language, body: block.lines.joined(separator: "\n"), marker: marker, followsDirectly: betweenIsBlank))
+                    blocks.append(
+                        Block(language: block.language, body: block.lines.joined(separator: "\n"), marker: marker, followsDirectly: betweenIsBlank))
                     open = nil
                     marker = nil
                     betweenIsBlank = true
@@ -129,7 +130,9 @@ struct Walkthrough {
     /// do not count.
     static func matches(_ actual: String, expected: String) -> Bool {
         func lines(_ text: String) -> [Substring] {
-            var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { Substring(String($0.reversed().drop(while: \.isWhitespace).reversed())) }
+            var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map {
+                Substring(String($0.reversed().drop(while: \.isWhitespace).reversed()))
+            }
             while lines.last?.isEmpty == true { lines.removeLast() }
             return lines
         }

@@ -96,7 +96,9 @@ import Testing
         let units = try Walkthrough(section[...]).units
         #expect(
             units == [
-                .init(terminal: .server, command: "ringrelay serve --port 8080 \\\n    --log-level warning", output: "RingRelay listening on http://127.0.0.1:8080"),
+                .init(
+                    terminal: .server, command: "ringrelay serve --port 8080 \\\n    --log-level warning",
+                    output: "RingRelay listening on http://127.0.0.1:8080"),
                 .init(terminal: .shell, command: "echo hi", output: "hi"),
                 .init(terminal: .shell, command: "true", output: ""),
                 .init(terminal: .shell, command: "echo a", output: "a"),
@@ -124,7 +126,9 @@ final class WalkthroughRun: Sendable {
         let shims = harness + "/bin"
         try FileManager.default.createDirectory(atPath: shims, withIntermediateDirectories: true)
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
-        let tools: [String: String?] = ["curl": Self.which("curl", in: path), "python3": Self.which("python3", in: path), "ringrelay": ServerProcess.binary.path]
+        let tools: [String: String?] = [
+            "curl": Self.which("curl", in: path), "python3": Self.which("python3", in: path), "ringrelay": ServerProcess.binary.path,
+        ]
         for (name, real) in tools {
             let shim = "#!/bin/sh\nprintf '%s\\n' \"$*\" >> '\(harness)/argv.log'\nexec '\(real ?? "/nonexistent/\(name)")' \"$@\"\n"
             try shim.write(toFile: "\(shims)/\(name)", atomically: true, encoding: .utf8)
@@ -178,7 +182,8 @@ final class WalkthroughRun: Sendable {
         let line = command.replacingOccurrences(of: "\\\n", with: " ").trimmingCharacters(in: .whitespaces)
         let background = line.hasSuffix("&") ? String(line.dropLast()) : line
         guard background.hasPrefix("ringrelay serve") || background.hasPrefix("ringrelay simulate") else {
-            let run = try await ServerProcess.run(["-c", line], directory: directory, environment: serverEnvironment, executable: URL(fileURLWithPath: "/bin/bash"))
+            let run = try await ServerProcess.run(
+                ["-c", line], directory: directory, environment: serverEnvironment, executable: URL(fileURLWithPath: "/bin/bash"))
             #expect(run.status == 0, "\(command): \(run.stderr)")
             return run.stdout + run.stderr
         }
@@ -186,7 +191,8 @@ final class WalkthroughRun: Sendable {
             running.signal(SIGINT)
             #expect(try await running.waitForExit() == 0)
         }
-        let process = try ServerProcess(["-c", "exec " + background], directory: directory, environment: serverEnvironment, executable: URL(fileURLWithPath: "/bin/bash"))
+        let process = try ServerProcess(
+            ["-c", "exec " + background], directory: directory, environment: serverEnvironment, executable: URL(fileURLWithPath: "/bin/bash"))
         if background.hasPrefix("ringrelay serve") {
             server.withLock { $0 = process }
         } else {
@@ -226,7 +232,8 @@ final class WalkthroughRun: Sendable {
         var secrets = Set(all.matches(of: /rr[ak]_[A-Za-z0-9_-]{20,}|eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/).map { String($0.output) })
         secrets.formUnion(["0123456789abcdef0123456789abcdef", "my-webhook-secret"])
         let p8 = try String(contentsOfFile: directory + "/ringrelay-data/AuthKey_TEST.p8", encoding: .utf8)
-        let serviceAccount = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory + "/ringrelay-data/service-account.json")))
+        let serviceAccount = try JSONSerialization.jsonObject(
+            with: Data(contentsOf: URL(fileURLWithPath: directory + "/ringrelay-data/service-account.json")))
         for key in [p8, (serviceAccount as? [String: Any])?["private_key"] as? String ?? ""] {
             // A line of the private key's base64.
             let line = key.split(separator: "\n").first { !$0.hasPrefix("-----") }

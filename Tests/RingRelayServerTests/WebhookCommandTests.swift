@@ -28,7 +28,9 @@ import Testing
 
             // The account SID comes from GET /v1/credentials with the key in the environment.
             let environment = ["RINGRELAY_URL": url, "RINGRELAY_TOKEN": key]
-            func webhook(_ provider: String, to identity: String = "bob", _ secrets: [String: String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+            func webhook(_ provider: String, to identity: String = "bob", _ secrets: [String: String]) async throws -> (
+                status: Int32, stdout: String, stderr: String
+            ) {
                 try await ServerProcess.run(
                     ["webhook", provider, "--account", account.id, "--to", identity], directory: directory.path,
                     environment: environment.merging(secrets) { $1 })
