@@ -175,7 +175,13 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            plugins: ["CommitStamp"]
+        ),
+        .plugin(
+            // Stamps the git commit into the executable for `--version`; see the plugin's comment.
+            name: "CommitStamp",
+            capability: .buildTool()
         ),
         .testTarget(
             name: "RingRelayCoreTests",

@@ -3,6 +3,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOFoundationEssentialsCompat
+import NIOPosix
 import NIOHTTP1
 import RingRelayWire
 
@@ -20,14 +21,19 @@ struct ServerOptions: ParsableArguments {
     /// A client for these options; `tokenVariables` are consulted in order when `--token` is absent.
     func client(tokenVariables: [String]) throws -> APIClient {
         let environment = ProcessInfo.processInfo.environment
-        let base = server ?? environment["RINGRELAY_URL"] ?? "http://127.0.0.1:8080"
-        guard let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
-            throw ValidationError("--server must be an http(s) URL, got '\(base)'.")
-        }
         guard let token = token ?? tokenVariables.lazy.compactMap({ environment[$0] }).first else {
             throw ValidationError("Pass --token or set \(tokenVariables.joined(separator: " or ")).")
         }
-        return APIClient(baseURL: base.hasSuffix("/") ? String(base.dropLast()) : base, token: token)
+        return APIClient(baseURL: try baseURL(), token: token)
+    }
+
+    /// The server URL, from `--server`, `RINGRELAY_URL` or the default, without a trailing `/`.
+    func baseURL() throws -> String {
+        let base = server ?? ProcessInfo.processInfo.environment["RINGRELAY_URL"] ?? "http://127.0.0.1:8080"
+        guard let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw ValidationError("--server must be an http(s) URL, got '\(base)'.")
+        }
+        return base.hasSuffix("/") ? String(base.dropLast()) : base
     }
 }
 
@@ -39,26 +45,78 @@ struct APIError: Error, CustomStringConvertible {
     var description: String { "error (\(status) \(code)): \(message)" }
 }
 
+/// No answer from the server at all: said once, in plain words, with what to check.
+struct ServerUnreachable: Error, CustomStringConvertible {
+    /// The server URL that was tried.
+    var server: String
+    /// Why, in a few plain words: "connection refused", "timed out", ….
+    var reason: String
+
+    /// - Parameter error: what the HTTP client threw; only its plain cause is kept.
+    init(server: String, error: any Error) {
+        self.server = server
+        reason = Self.plainReason(error)
+    }
+
+    var description: String {
+        "Cannot reach the server at \(server) (\(reason)). Is 'ringrelay serve' running there? Set --server or RINGRELAY_URL."
+    }
+
+    /// The cause of a failed connection without the layers around it: NIO wraps a refused
+    /// connection as `connection reset (error set): Connection refused (errno: 111)`.
+    static func plainReason(_ error: any Error) -> String {
+        switch error {
+        case let error as NIOConnectionError:
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name does not resolve" }
+            return error.connectionErrors.first.map { plainReason($0.error) } ?? "no address to connect to"
+        case let error as IOError:
+            return String(cString: strerror(error.errnoCode)).lowercased()
+        case let error as HTTPClientError where error == .connectTimeout || error == .deadlineExceeded:
+            return "timed out"
+        case ChannelError.connectTimeout:
+            return "timed out"
+        default:
+            return "\(error)"
+        }
+    }
+}
+
 /// A minimal JSON client for the RingRelay API.
 struct APIClient {
     var baseURL: String
-    var token: String
+    /// The bearer token; `nil` for the provider webhooks, which are signed instead.
+    var token: String?
+
+    /// The process's HTTP client. Unlike `HTTPClient.shared`, it gives up on a refused
+    /// connection at once instead of retrying it until the request's deadline, so a verb
+    /// aimed at a server that is down says so in a moment, not in 30 s.
+    static let http: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
 
     /// Sends a request and returns the raw response body, throwing ``APIError`` for non-2xx answers.
     func send(_ method: HTTPMethod, _ path: String, body: (some Encodable)? = Optional<String>.none) async throws -> Data {
+        try await send(method, path, json: body.map { try JSONEncoder.ringRelay.encode($0) })
+    }
+
+    /// Sends JSON bytes as they are, with `headers` besides the usual ones (a webhook's signature).
+    func send(_ method: HTTPMethod, _ path: String, json: Data?, headers: HTTPHeaders = [:]) async throws -> Data {
         var request = HTTPClientRequest(url: baseURL + path)
         request.method = method
-        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        request.headers = headers
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
         request.headers.add(name: "Accept", value: "application/json")
-        if let body {
+        if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(data: try JSONEncoder.ringRelay.encode(body)))
+            request.body = .bytes(ByteBuffer(data: json))
         }
         let response: HTTPClientResponse
         do {
-            response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            response = try await Self.http.execute(request, timeout: .seconds(30))
         } catch {
-            throw APIError(status: 0, code: "unreachable", message: "Cannot reach \(baseURL): \(error). Is 'ringrelay serve' running?")
+            throw ServerUnreachable(server: baseURL, error: error)
         }
         let data = Data(buffer: try await response.body.collect(upTo: 16 * 1024 * 1024))
         guard (200..<300).contains(response.status.code) else {
@@ -77,11 +135,15 @@ struct APIClient {
     }
 }
 
-/// Runs an API action, turning ``APIError`` into a message on stderr and exit status 1.
+/// Runs an API action, turning ``APIError`` and ``ServerUnreachable`` into a message on stderr
+/// and exit status 1.
 func reportingAPIErrors(_ body: () async throws -> Void) async throws {
     do {
         try await body()
     } catch let error as APIError {
+        printError(error.description)
+        throw ExitCode.failure
+    } catch let error as ServerUnreachable {
         printError(error.description)
         throw ExitCode.failure
     }

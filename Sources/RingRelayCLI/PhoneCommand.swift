@@ -20,7 +20,8 @@ struct PhoneCommand: AsyncParsableCommand {
             account API key (--api-key with --identity, and optionally --device-id).
 
             Commands, one a line: a answer, r reject, h hang up, o hold/resume, s swap, \
-            c <identity> call, l list calls, q quit.
+            c <identity> call, l list calls, q quit. The end of input (Ctrl-D) quits too; run \
+            in the background or from a script with --no-input.
 
             Durations are written like 500ms, 2s or 1m.
             """)
@@ -61,6 +62,9 @@ struct PhoneCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object per event, one a line, instead of text; no prompt.")
     var json = false
 
+    @Flag(help: "Read no commands from standard input, for scripts and background jobs: run until SIGINT, SIGTERM or --exit-after.")
+    var noInput = false
+
     func validate() throws {
         if autoAnswer != nil && autoReject {
             throw ValidationError("Pass --auto-answer or --auto-reject, not both.")
@@ -89,7 +93,7 @@ struct PhoneCommand: AsyncParsableCommand {
             printError("ringrelay phone: \(error)")
             throw ExitCode.failure
         }
-        await phone.run(until: quit)
+        await phone.run(until: quit, readingInput: !noInput)
     }
 
     /// How the phone gets its device access tokens, from the options and the environment.

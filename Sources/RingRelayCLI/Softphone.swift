@@ -4,12 +4,6 @@ import RingRelayKit
 import RingRelayWire
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// What the phone does by itself: the `ringrelay phone` script options.
 struct PhoneScript: Sendable {
     /// Answer incoming calls after this delay.
@@ -284,9 +278,12 @@ final class Softphone: Sendable {
         self.output = output
     }
 
-    /// Connects and runs until `q`, end of a terminal's input, or an element of `quit`; then
+    /// Connects and runs until `q`, the end of standard input, or an element of `quit`; then
     /// hangs up the calls in progress and disconnects.
-    func run(until quit: AsyncStream<String>) async {
+    ///
+    /// - Parameter readingInput: whether commands come from standard input; without it
+    ///   (`--no-input`, for scripts and background jobs) only `quit` ends the phone.
+    func run(until quit: AsyncStream<String>, readingInput: Bool) async {
         let observation = client.calls.addObserver { [self] event in
             switch event {
             case .incomingCall(let call): incoming(call)
@@ -297,16 +294,17 @@ final class Softphone: Sendable {
         defer { observation.cancel() }
         let watcher = Task { await watchConnection() }
         await client.connect()
-        let commands = Self.inputLines()
         await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for await line in commands {
-                    guard let command = Command(line: line) else { continue }
-                    if command == .quit { return }
-                    await self.perform(command)
+            if readingInput {
+                let commands = Self.inputLines()
+                group.addTask {
+                    // Returns at `q` or at the end of input (Ctrl-D, a closed pipe, /dev/null): both quit.
+                    for await line in commands {
+                        guard let command = Command(line: line) else { continue }
+                        if command == .quit { return }
+                        await self.perform(command)
+                    }
                 }
-                // Input ended: a terminal's Ctrl-D quits; a script's closed or empty stdin does not.
-                if isatty(STDIN_FILENO) == 0 { try? await Task.sleep(for: .seconds(365 * 24 * 3600)) }
             }
             group.addTask {
                 for await _ in quit { return }

@@ -60,7 +60,7 @@ import Testing
         configuration.retryBaseDelay = .milliseconds(10)
         let sleeps = Sleeps()
         let client = try APNsClient(
-            configuration: configuration, clock: clock, logger: Logger(label: "test"), metricsFactory: NOOPMetricsHandler.instance,
+            configuration: configuration, clock: clock, logger: TestLogging.logger("test"), metricsFactory: NOOPMetricsHandler.instance,
             sleep: { duration in sleeps.values.withLock { $0.append(duration) } })
         let credential = APNsCredential(
             authentication: .token(teamID: teamID, keyID: keyID, privateKeyPEM: key.pemRepresentation), topic: bundleID)

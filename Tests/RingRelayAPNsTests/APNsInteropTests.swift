@@ -53,7 +53,7 @@ import Testing
         configuration.requestTimeout = timeout
         configuration.retryBaseDelay = .milliseconds(10)
         let client = try APNsClient(
-            configuration: configuration, clock: SystemWallClock(), logger: Logger(label: "test"), metricsFactory: NOOPMetricsHandler.instance)
+            configuration: configuration, clock: SystemWallClock(), logger: TestLogging.logger("test"), metricsFactory: NOOPMetricsHandler.instance)
         let credential = APNsCredential(
             authentication: .token(teamID: teamID, keyID: keyID, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation), topic: topic)
         return Harness(server: server, client: client, credential: credential)

@@ -70,7 +70,7 @@ struct FCMClientTests {
         configuration.retryBaseDelay = .milliseconds(10)
         let sleeps = Sleeps()
         let client = try FCMClient(
-            configuration: configuration, clock: clock, logger: Logger(label: "test"), metricsFactory: NOOPMetricsHandler.instance,
+            configuration: configuration, clock: clock, logger: TestLogging.logger("test"), metricsFactory: NOOPMetricsHandler.instance,
             sleep: { duration in sleeps.values.withLock { $0.append(duration) } })
         return Harness(
             simulator: simulator, client: client, credential: try credential(account), serviceAccount: account, directory: directory,

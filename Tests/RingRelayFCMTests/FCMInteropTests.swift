@@ -32,7 +32,7 @@ import Testing
         configuration.extraTrustRootsFile = caFile
         configuration.retryBaseDelay = .milliseconds(10)
         let client = try FCMClient(
-            configuration: configuration, clock: SystemWallClock(), logger: Logger(label: "test"), metricsFactory: NOOPMetricsHandler.instance)
+            configuration: configuration, clock: SystemWallClock(), logger: TestLogging.logger("test"), metricsFactory: NOOPMetricsHandler.instance)
         let credential = try FCMClientTests.credential(account)
 
         let outcomes = try await withThrowingTaskGroup(of: PushOutcome.self) { group in

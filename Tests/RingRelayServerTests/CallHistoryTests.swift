@@ -287,7 +287,7 @@ import Testing
     @Test func aPageReadsOneIndexRange() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         let after = CallHistoryPosition(createdAt: now, id: ResourceID.make(ResourceID.call, at: now))
         let queries: [(CallHistoryQuery, index: [String])] = [
@@ -326,7 +326,7 @@ import Testing
     @Test func aRareStateIsFoundThroughBoundedWindows() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
         let start = Date(timeIntervalSince1970: 1_790_000_000)
         let account = Account(id: ResourceID.make(ResourceID.account, at: start), name: "acme", createdAt: start)
         try await store.createAccount(

@@ -407,7 +407,7 @@ import Testing
             // Refused before the upgrade: no token, an account key, a forged token.
             for query in ["", "?access_token=\(world.key)", "?access_token=\(world.bob1)x", "?access_token=\(world.bob1)&lastEventId=nope"] {
                 await #expect(throws: WebSocketClientError.webSocketUpgradeFailed, "\(query)") {
-                    try await WebSocketClient.connect(url: "ws://127.0.0.1:\(world.port)/v1/connect\(query)", logger: .init(label: "test")) { _, _, _ in
+                    try await WebSocketClient.connect(url: "ws://127.0.0.1:\(world.port)/v1/connect\(query)", logger: TestLogging.logger("test")) { _, _, _ in
                         Issue.record("upgraded with \(query)")
                     }
                 }

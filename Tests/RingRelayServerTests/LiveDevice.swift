@@ -2,6 +2,7 @@ import Foundation
 import HummingbirdWSClient
 import Logging
 import NIOWebSocket
+import RingRelayTesting
 import RingRelayWire
 import Synchronization
 import Testing
@@ -35,8 +36,7 @@ final class LiveDevice: Sendable {
         let device = LiveDevice(autoAck: autoAck)
         var url = "ws://127.0.0.1:\(port)/v1/connect?access_token=\(token)"
         if let lastEventID { url += "&lastEventId=\(lastEventID)" }
-        var logger = Logger(label: "test-device")
-        logger.logLevel = .critical
+        let logger = TestLogging.logger("test-device", level: .critical)
         let task = Task {
             let close = try? await WebSocketClient.connect(url: url, logger: logger) { inbound, outbound, _ in
                 device.state.withLock { $0.outbound = outbound }

@@ -53,7 +53,7 @@ import Testing
         defer { server.directory.remove() }
         let services = try await AppServices.make(
             configuration: server.configuration, store: server.store, adminToken: server.adminToken, clock: server.clock,
-            logger: Logger(label: "test"))
+            logger: TestLogging.logger("test"))
         let routed = Self.routedOperations(buildRouter(services: services))
         let documented = try Self.documentedOperations()
         #expect(routed.count >= 20)

@@ -15,9 +15,11 @@ import Testing
     struct Phone {
         let process: ServerProcess
 
-        init(_ arguments: [String], directory: String) throws {
+        /// A phone that reads no input (`--no-input`), or reads `input` when there is one.
+        init(_ arguments: [String], directory: String, environment: [String: String] = [:], input: Pipe? = nil) throws {
             // --exit-after is a safety net: a phone never outlives a failed test for long.
-            process = try ServerProcess(["phone", "--json", "--exit-after", "120s"] + arguments, directory: directory)
+            let options = ["phone", "--json", "--exit-after", "120s"] + (input == nil ? ["--no-input"] : [])
+            process = try ServerProcess(options + arguments, directory: directory, environment: environment, input: input)
         }
 
         /// Every complete JSON line printed so far.
@@ -126,6 +128,35 @@ import Testing
             #expect(bob.events(of: callID) == ["incoming", "connected", "ended"])
             try await alice.stop()
             try await bob.stop()
+        }
+    }
+
+    /// The end of standard input quits the phone as `q` does, hanging up its call; the account
+    /// key comes from the environment, never the command line.
+    @Test func theEndOfInputQuitsAndHangsUp() async throws {
+        try await Self.withServer { client, url, key, directory in
+            let input = Pipe()
+            let bob = try Phone(
+                ["--server", url, "--identity", "bob", "--device-id", "bob-1", "--auto-answer", "100ms"], directory: directory.path,
+                environment: ["RINGRELAY_TOKEN": key], input: input)
+            try await bob.waitFor("ready") { $0["event"] == "ready" }
+            let call = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob"}"#).decode(CallResource.self)
+            try await bob.waitFor("connected") { $0["event"] == "connected" && $0["callId"] == call.id }
+            // The answer has reached the server, so there is a call in progress to hang up.
+            let deadline = ContinuousClock.now + .seconds(30)
+            while try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self).state != "accepted" {
+                try #require(ContinuousClock.now < deadline, "bob's answer never reached the server")
+                try await Task.sleep(for: .milliseconds(20))
+            }
+
+            try input.fileHandleForWriting.close()
+            #expect(try await bob.process.waitForExit() == 0)
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(bob.events.contains { $0["event"] == "ended" && $0["callId"] == call.id && $0["reason"] == "local" }, "\(bob.process.stdout)")
+            #expect(bob.events.last?["event"] == "exit")
+            let record = try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self)
+            #expect(record.state == "ended")
+            #expect(record.endedBy == "bob")
         }
     }
 

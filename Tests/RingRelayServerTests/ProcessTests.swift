@@ -181,6 +181,33 @@ import Testing
         #expect(help.stdout.contains("RINGRELAY_DATA_DIR"))
     }
 
+    /// Quotes, `export` and comments in `.env` mean what dotenv tools make of them; a line it
+    /// cannot read stops start-up naming the line, never the value.
+    @Test func dotEnvIsReadAsDotenvToolsReadIt() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let dotEnv = """
+            export RINGRELAY_PORT="0"   # any free port
+            RINGRELAY_DATA_DIR='data'
+            RINGRELAY_ADMIN_TOKEN=\(adminToken) # from the team vault
+
+            """
+        try dotEnv.write(toFile: directory.appending(".env"), atomically: true, encoding: .utf8)
+        let server = try ServerProcess(["serve"], directory: directory.path)
+        let url = try await server.waitUntilListening()
+        #expect(try await Self.request(.GET, url + "/v1/accounts", token: adminToken).0 == 200)
+        #expect(FileManager.default.fileExists(atPath: directory.appending("data/ringrelay.sqlite")))
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+
+        try (dotEnv + "RINGRELAY_METRICS_TOKEN=\"unclosed-secret-value\n").write(
+            toFile: directory.appending(".env"), atomically: true, encoding: .utf8)
+        let refused = try await ServerProcess.run(["serve"], directory: directory.path)
+        #expect(refused.status == 78)
+        #expect(refused.stderr.contains(".env line 4: the double quote is not closed"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("unclosed-secret-value"))
+    }
+
     /// Requests in flight when SIGTERM arrives either finish or fail; every one that was
     /// acknowledged is still there after a restart.
     @Test func sigtermDuringRequestsLosesNothingAcknowledged() async throws {

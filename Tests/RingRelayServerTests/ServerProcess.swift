@@ -1,4 +1,5 @@
 import Foundation
+import RingRelayTesting
 import Synchronization
 
 /// The real `ringrelay` executable, run as a child process.
@@ -18,10 +19,14 @@ final class ServerProcess: Sendable {
         return executable.deletingLastPathComponent().appendingPathComponent("ringrelay")
     }
 
-    /// Starts `ringrelay` with `arguments` in `directory`.
-    init(_ arguments: [String], directory: String, environment: [String: String] = [:]) throws {
+    /// Starts `ringrelay` (or another `executable`) with `arguments` in `directory`; its standard
+    /// input is `input`, or `/dev/null`.
+    init(
+        _ arguments: [String], directory: String, environment: [String: String] = [:], input: Pipe? = nil,
+        executable: URL = ServerProcess.binary
+    ) throws {
         process = Process()
-        process.executableURL = Self.binary
+        process.executableURL = executable
         process.arguments = arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         // A clean environment: no RINGRELAY_* from the developer's shell leaks into the test.
@@ -32,7 +37,7 @@ final class ServerProcess: Sendable {
         let stderr = Pipe()
         process.standardOutput = stdout
         process.standardError = stderr
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = input ?? FileHandle.nullDevice
         try process.run()
         // A thread per pipe, reading until the child closes it. FileHandle's readabilityHandler
         // (a dispatch source) crashed the test process in libdispatch's event loop now and then
@@ -41,12 +46,15 @@ final class ServerProcess: Sendable {
         Self.collect(stderr.fileHandleForReading, into: errors)
     }
 
+    /// Reads a pipe into `collected`; with `RINGRELAY_TEST_VERBOSE=1`, echoes it to the test's
+    /// standard error as well (otherwise a child's logs never reach the console).
     private static func collect(_ handle: FileHandle, into collected: Collected) {
         Thread.detachNewThread {
             while true {
                 let data = handle.availableData
                 if data.isEmpty { return }
                 collected.text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+                if TestLogging.isVerbose { FileHandle.standardError.write(data) }
             }
         }
     }
@@ -94,9 +102,11 @@ final class ServerProcess: Sendable {
         return process.terminationStatus
     }
 
-    /// Runs `ringrelay` to completion and returns its status and output.
-    static func run(_ arguments: [String], directory: String, environment: [String: String] = [:]) async throws -> (status: Int32, stdout: String, stderr: String) {
-        let child = try ServerProcess(arguments, directory: directory, environment: environment)
+    /// Runs `ringrelay` (or another `executable`) to completion and returns its status and output.
+    static func run(
+        _ arguments: [String], directory: String, environment: [String: String] = [:], executable: URL = ServerProcess.binary
+    ) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let child = try ServerProcess(arguments, directory: directory, environment: environment, executable: executable)
         let status = try await child.waitForExit(timeout: .seconds(60))
         // Let the readability handlers drain what is left in the pipes.
         try await Task.sleep(for: .milliseconds(50))

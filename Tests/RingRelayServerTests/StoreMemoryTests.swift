@@ -18,7 +18,7 @@ import RingRelayWire
 
     private func open() async throws -> Opened {
         let directory = try TemporaryDirectory()
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
         let account = Account(id: ResourceID.make(ResourceID.account), name: "acme", createdAt: Date())
         try await store.createAccount(
             account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "h", createdAt: Date()))
@@ -214,7 +214,7 @@ import RingRelayWire
         let last = Delivery(id: ResourceID.make(ResourceID.delivery), callID: call.id, bindingID: "bnd_last", channel: .apns, kind: "voip", createdAt: now)
         store.recordDeliveries([orphan, last])
         try await store.close()
-        let reopened = try await SQLiteStore.open(path: opened.path, logger: Logger(label: "test"))
+        let reopened = try await SQLiteStore.open(path: opened.path, logger: TestLogging.logger("test"))
         let after = try await reopened.deliveries(callID: call.id)
         #expect(after.count == 451)
         #expect(after.contains { $0.id == last.id })
@@ -250,7 +250,7 @@ import RingRelayWire
         #expect(try await store.createCall(providerCall) == .created(providerCall, calleeBusy: false))
 
         // Another connection to the same file reads exactly what this store answers.
-        let other = try await SQLiteStore.open(path: opened.path, logger: Logger(label: "test"))
+        let other = try await SQLiteStore.open(path: opened.path, logger: TestLogging.logger("test"))
         for id in [first.id, toBob.id, toAlice.id, providerCall.id] {
             #expect(try await store.call(id: id, accountID: account) == other.call(id: id, accountID: account))
         }

@@ -20,7 +20,7 @@ import RingRelayWire
         let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
         let key = APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now)
 
-        let first = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
+        let first = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
         try await first.createAccount(account, firstKey: key)
         let created = try await first.upsertBinding(try registration("bob", token: "t1", account: account.id), newID: ResourceID.make(ResourceID.binding), now: now)
         try await first.putCredential(.webex(WebexCredential(secret: "s3cret-value")), accountID: account.id, at: now)
@@ -32,7 +32,7 @@ import RingRelayWire
         _ = try await first.createCall(call)
         try await first.close()
 
-        let second = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
+        let second = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
         #expect(try await second.schemaVersion() == 9)
         let stored = try await second.call(id: call.id, accountID: account.id)
         #expect(stored?.callerAvatarURL == "https://cdn.example.com/alice.png")
@@ -54,7 +54,7 @@ import RingRelayWire
         let path = directory.appending("ringrelay.sqlite")
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
-        let store = try await SQLiteStore.open(path: path, logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
         try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now))
         try await store.backup(to: directory.appending("copy.sqlite"))
         let mode = try FileManager.default.attributesOfItem(atPath: directory.appending("copy.sqlite"))[.posixPermissions] as? Int
@@ -62,13 +62,13 @@ import RingRelayWire
         await #expect(throws: RingRelayError.self) { try await store.backup(to: directory.appending("copy.sqlite")) }
         try await store.close()
 
-        let copy = try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: Logger(label: "test"))
+        let copy = try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: TestLogging.logger("test"))
         #expect(try await copy.listAccounts() == [account])
         // Pretend a newer version migrated the copy.
         try await copy.markSchemaVersionForTesting(999)
         try await copy.close()
         do {
-            _ = try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: Logger(label: "test"))
+            _ = try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: TestLogging.logger("test"))
             Issue.record("a database of schema 999 was opened")
         } catch let error as RingRelayError {
             #expect(error.message.contains("newer RingRelay"), "\(error.message)")
@@ -78,7 +78,7 @@ import RingRelayWire
     @Test func concurrentRegistrationsOfOneTokenMakeOneBinding() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
         let account = Account(id: ResourceID.make(ResourceID.account), name: "acme", createdAt: Date())
         try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "h", createdAt: Date()))
         let results = try await withThrowingTaskGroup(of: BindingUpsert.self) { group in
@@ -101,7 +101,7 @@ import RingRelayWire
     @Test func deletingAnAccountRemovesEverythingItOwns() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
         let account = Account(id: ResourceID.make(ResourceID.account), name: "acme", createdAt: Date())
         try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "h", createdAt: Date()))
         let binding = try await store.upsertBinding(try registration("bob", token: "t", account: account.id), newID: ResourceID.make(ResourceID.binding), now: Date())
@@ -120,7 +120,7 @@ import RingRelayWire
     @Test func bindingCountsFollowEveryChange() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
         func counts() async throws -> [String: Int] {
             Dictionary(uniqueKeysWithValues: try await store.bindingCounts().map { ("\($0.type.rawValue)/\($0.status.rawValue)", $0.count) })
         }

@@ -27,7 +27,7 @@ struct TestServer {
     /// because push services check token times against their own clocks).
     static func make(start: Date = Date(timeIntervalSince1970: 1_790_000_000)) async throws -> TestServer {
         let directory = try TemporaryDirectory()
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
         return TestServer(directory: directory, store: store, clock: ManualWallClock(start: start))
     }
 
@@ -40,11 +40,7 @@ struct TestServer {
         defer { directory.remove() }
         var configuration = self.configuration
         configuration.port = 0
-        let logger = logger ?? {
-            var logger = Logger(label: "test")
-            logger.logLevel = .warning
-            return logger
-        }()
+        let logger = logger ?? TestLogging.logger("test", level: .warning)
         let app = try await buildApplication(
             configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
         do {

@@ -17,7 +17,7 @@ import Testing
     @Test func theCredentialCacheNeverHoldsMoreThanItsCapacity() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: Logger(label: "test"))
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
         let cache = CredentialCache(store: store, capacity: 100)
         for _ in 0..<1_000 {
             #expect(try await cache.credential(.twilio, accountID: ResourceID.make(ResourceID.account)) == nil)

@@ -58,6 +58,9 @@ enum Fixtures {
         #expect(TwilioSignature.isValid(signature: json["expected_signature"]!, url: json["url"]!, body: body, isForm: false, authToken: "12345"))
         // A changed body no longer matches its hash.
         #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: json["url"]!, body: body + [0x20], isForm: false, authToken: "12345"))
+        // Signing the URL without its bodySHA256 adds it back, as Twilio does.
+        let unsigned = json["url"]!.replacingOccurrences(of: "&bodySHA256=" + json["body_sha256_hex"]!, with: "")
+        #expect(TwilioSignature.signingJSON(body, url: unsigned, authToken: "12345") == (json["url"]!, json["expected_signature"]!))
         // Without bodySHA256 a JSON body cannot be verified.
         #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: "https://mycompany.com/myapp.php?foo=1&bar=2", body: body, isForm: false, authToken: "12345"))
     }
@@ -73,6 +76,7 @@ enum Fixtures {
             let body = try Fixtures.bytes("webex/" + (item["body_file"] as! String))
             #expect(body.count == item["body_len"] as? Int)
             let expected = try #require(item["expected_x_spark_signature"] as? String)
+            #expect(WebexSignature.signature(of: body, secret: secret) == expected)
             #expect(WebexSignature.isValid(signature: expected, body: body, secret: secret))
             #expect(WebexSignature.isValid(signature: expected.uppercased(), body: body, secret: secret))
             #expect(!WebexSignature.isValid(signature: expected, body: body, secret: secret + "x"))

@@ -4,7 +4,6 @@ import Logging
 import RingRelayAPNs
 import RingRelayFCM
 import RingRelayStore
-import SystemPackage
 
 /// Everything `ringrelay serve` can be configured with, validated.
 ///
@@ -252,7 +251,7 @@ public struct ServerConfiguration: Sendable {
     /// A reader over flags, then the environment, then `.env` in the working directory.
     ///
     /// - Parameter flags: values given on the command line, by key.
-    /// - Throws: when `.env` exists but cannot be parsed.
+    /// - Throws: ``DotEnvError`` when `.env` exists but cannot be read (see ``DotEnvFile``).
     public static func reader(
         flags: [Key: String], environment: [String: String] = ProcessInfo.processInfo.environment,
         dotEnvPath: String = ".env"
@@ -267,7 +266,7 @@ public struct ServerConfiguration: Sendable {
         return ConfigReader(providers: [
             InMemoryProvider(name: "flags", values: values),
             EnvironmentVariablesProvider(environmentVariables: environment, secretsSpecifier: secrets),
-            try await EnvironmentVariablesProvider(environmentFilePath: .init(dotEnvPath), allowMissing: true, secretsSpecifier: secrets),
+            EnvironmentVariablesProvider(environmentVariables: try DotEnvFile.read(atPath: dotEnvPath)?.values ?? [:], secretsSpecifier: secrets),
         ])
     }
 }

@@ -9,7 +9,7 @@ import RingRelayCore
 /// bodies are covered by a `bodySHA256` query parameter instead. Because Twilio's own signing is
 /// inconsistent about default ports, both the URL without its port and with the scheme's default
 /// port are accepted.
-enum TwilioSignature {
+public enum TwilioSignature {
     /// Whether `signature` is valid for a request.
     ///
     /// - Parameters:
@@ -31,6 +31,15 @@ enum TwilioSignature {
         return candidates.contains { candidate in
             Secrets.constantTimeEqual(sign(candidate + suffix, authToken: authToken), signature)
         }
+    }
+
+    /// The URL and `X-Twilio-Signature` Twilio sends a JSON body with: the body's hex SHA-256
+    /// added to the URL as `bodySHA256`, and that URL signed. `ringrelay webhook twilio` uses it.
+    ///
+    /// - Parameter url: the webhook URL, with or without a query of its own.
+    public static func signingJSON(_ body: [UInt8], url: String, authToken: String) -> (url: String, signature: String) {
+        let signedURL = url + (url.contains("?") ? "&" : "?") + "bodySHA256=" + sha256Hex(body)
+        return (signedURL, sign(signedURL, authToken: authToken))
     }
 
     /// The signature for a string: base64 HMAC-SHA1 keyed with the auth token.
@@ -77,10 +86,15 @@ enum TwilioSignature {
 }
 
 /// Webex's `X-Spark-Signature`: lowercase hex HMAC-SHA1 of the raw body, keyed with the webhook secret.
-enum WebexSignature {
+public enum WebexSignature {
+    /// Whether `signature` (hex, either case) is the body's signature.
     static func isValid(signature: String, body: [UInt8], secret: String) -> Bool {
+        Secrets.constantTimeEqual(Self.signature(of: body, secret: secret), signature.lowercased())
+    }
+
+    /// The `X-Spark-Signature` of a body, as Webex sends it; `ringrelay webhook webex` uses it.
+    public static func signature(of body: [UInt8], secret: String) -> String {
         let mac = HMAC<Insecure.SHA1>.authenticationCode(for: body, using: SymmetricKey(data: Data(secret.utf8)))
-        let expected = Data(mac).hexEncoded
-        return Secrets.constantTimeEqual(expected, signature.lowercased())
+        return Data(mac).hexEncoded
     }
 }
