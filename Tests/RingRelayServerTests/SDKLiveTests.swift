@@ -89,6 +89,35 @@ import Testing
         }
     }
 
+    /// `CallOptions` reach the server: a call that must not ring a busy callee ends at once as
+    /// unanswered, and a call's own missed-call choice is kept on its record.
+    @Test func callOptionsChooseBusyHandlingAndMissedCallNotices() async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.device("alice", "a1")
+            let carol = try await world.device("carol", "c1")
+            let bob = try await world.device("bob", "b1")
+            // Bob takes Carol's call: he is busy.
+            let first = try await carol.client.startCall(to: "bob")
+            try await bob.incomingCall(first.uuid).answer()
+            #expect(await eventually { first.state == .connected })
+
+            let refused = try await alice.client.startCall(to: "bob", options: CallOptions(ifBusy: .reject, notifyMissed: true))
+            #expect(refused.state == .ended(.unanswered))
+            let record = try await alice.client.fetchCall(id: try #require(refused.serverCallId))
+            #expect(record.state == "rejected" && record.endReason == "busy")
+            #expect(record.notifyMissed == true)
+
+            // Ringing anyway, with notices turned off for this call only.
+            let waiting = try await alice.client.startCall(to: "bob", options: CallOptions(ifBusy: .ring, notifyMissed: false))
+            #expect(waiting.state == .ringing)
+            let waitingRecord = try await alice.client.fetchCall(id: try #require(waiting.serverCallId))
+            #expect(waitingRecord.state == "ringing" && waitingRecord.notifyMissed == false)
+            try await waiting.end()
+            try await first.end()
+            for device in [alice, carol, bob] { await device.client.disconnect() }
+        }
+    }
+
     /// `recentCalls` reads the identity's history page by page, newest first, with its filters.
     @Test func recentCallsReadsTheIdentitysHistory() async throws {
         try await Self.withWorld { world in

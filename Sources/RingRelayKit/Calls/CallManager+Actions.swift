@@ -157,15 +157,19 @@ extension CallManager {
     ///   - avatarURL: this caller's picture, for the callee's app to show: an `https` URL of at
     ///     most 1024 bytes (the server refuses anything else with a 422 `invalid_field`).
     ///   - metadata: a small JSON object handed to the callee's devices unchanged.
-    /// - Returns: the call, ringing; it connects when the callee answers.
+    ///   - options: busy handling and missed-call notices, where not the account's defaults.
+    /// - Returns: the call, ringing (or already ended as unanswered when the callee is busy and
+    ///   `options.ifBusy` is `.reject`); it connects when the callee answers.
     /// - Throws: ``RingRelayError/noSignaling`` without a server, ``RingRelayError/tooManyCalls``
     ///   at the limit, or the server's error.
     public func startCall(
-        to callee: String, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil, metadata: JSONValue? = nil
+        to callee: String, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil, metadata: JSONValue? = nil,
+        options: CallOptions = CallOptions()
     ) async throws(RingRelayError) -> Call {
         guard let signaling else { throw .noSignaling }
         return try await placeCall { () async throws(RingRelayError) in
-            try await signaling.createCall(to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata)
+            try await signaling.createCall(
+                to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata, options: options)
         } describedAs: { resource in
             Call.Info(
                 remote: CallParty(identity: resource.to), media: CallMedia(wireValue: resource.media), serverCallId: resource.id,

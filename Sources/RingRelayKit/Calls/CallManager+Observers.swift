@@ -10,7 +10,7 @@ extension CallManager {
     public enum Event: Sendable {
         /// A new incoming call rings on this device.
         case incomingCall(Call)
-        /// This device placed a call (``CallManager/startCall(to:media:displayName:avatarURL:metadata:)``);
+        /// This device placed a call (``CallManager/startCall(to:media:displayName:avatarURL:metadata:options:)``);
         /// the callee's devices ring.
         case outgoingCall(Call)
         /// The call entered a new state.

@@ -54,7 +54,7 @@ extension CallManager {
     static let earlyEventLifetime: TimeInterval = 30
     static let earlyEventLimit = 64
 
-    /// Keeps a change of a call this device does not know (yet); ``startCall(to:media:displayName:avatarURL:metadata:)``
+    /// Keeps a change of a call this device does not know (yet); ``startCall(to:media:displayName:avatarURL:metadata:options:)``
     /// applies the ones of the call it has just placed. (The event is handled as well: an end
     /// still tells a late push of the call to end at once.)
     private func keepEarly(_ event: CallEvent) {

@@ -21,7 +21,7 @@ public protocol CallSignaling: Sendable {
 
     /// Starts a call from this device's identity (`POST /v1/calls`).
     func createCall(
-        to callee: String, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?
+        to callee: String, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?, options: CallOptions
     ) async throws(RingRelayError) -> CallResource
 
     /// Reads a call (`GET /v1/calls/{id}`).

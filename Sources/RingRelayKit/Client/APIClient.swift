@@ -11,10 +11,11 @@ struct APIClient: CallSignaling {
     // MARK: CallSignaling
 
     func createCall(
-        to callee: String, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?
+        to callee: String, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?, options: CallOptions
     ) async throws(RingRelayError) -> CallResource {
         let body = CreateCallRequest(
-            to: callee, media: media.rawValue, metadata: metadata, displayName: displayName, avatarUrl: avatarURL?.absoluteString)
+            to: callee, media: media.rawValue, metadata: metadata, displayName: displayName, avatarUrl: avatarURL?.absoluteString,
+            ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed)
         return try await send("POST", ["v1", "calls"], body: body)
     }
 

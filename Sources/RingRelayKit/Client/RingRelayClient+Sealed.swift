@@ -25,10 +25,11 @@ extension RingRelayClient {
     ///   callee has no device key, or when an invite is too large; or the server's error.
     public func startCall(
         to callee: String, sealed: Bool, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil,
-        metadata: JSONValue? = nil
+        metadata: JSONValue? = nil, options: CallOptions = CallOptions()
     ) async throws(RingRelayError) -> Call {
         guard sealed else {
-            return try await startCall(to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata)
+            return try await startCall(
+                to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata, options: options)
         }
         guard let sealedCalls = configuration.sealedCalls else {
             throw .sealedCall("Sealed calls need Configuration.sealedCalls: this device's key and account.")
@@ -50,7 +51,8 @@ extension RingRelayClient {
         let api = api
         return try await calls.placeCall { () async throws(RingRelayError) in
             // Media stays in the boxes too: the server's record says audio.
-            try await api.createCall(CreateCallRequest(to: callee, sealed: boxes))
+            try await api.createCall(
+                CreateCallRequest(to: callee, sealed: boxes, ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed))
         } describedAs: { resource in
             Call.Info(remote: CallParty(identity: resource.to), media: media, serverCallId: resource.id, metadata: metadata)
         }

@@ -114,11 +114,13 @@ public actor RingRelayClient {
 
     // MARK: Calls
 
-    /// Calls `callee`: see ``CallManager/startCall(to:media:displayName:avatarURL:metadata:)``.
+    /// Calls `callee`: see ``CallManager/startCall(to:media:displayName:avatarURL:metadata:options:)``.
     public func startCall(
-        to callee: String, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil, metadata: JSONValue? = nil
+        to callee: String, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil, metadata: JSONValue? = nil,
+        options: CallOptions = CallOptions()
     ) async throws(RingRelayError) -> Call {
-        try await calls.startCall(to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata)
+        try await calls.startCall(
+            to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata, options: options)
     }
 
     /// Reads a call as the server shows it.

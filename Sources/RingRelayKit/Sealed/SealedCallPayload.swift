@@ -3,7 +3,7 @@ import RingRelayWire
 
 /// What a sealed invite says, once opened: everything about the call the server never sees.
 ///
-/// The caller's SDK writes it (``RingRelayClient/startCall(to:sealed:media:displayName:avatarURL:metadata:)``);
+/// The caller's SDK writes it (``RingRelayClient/startCall(to:sealed:media:displayName:avatarURL:metadata:options:)``);
 /// the callee's SDK reads it from the box (``SealedInviteOpener/open(_:)``).
 public struct SealedCallPayload: Sendable, Hashable, Codable {
     /// The caller, as the box names it. Its identity and key are checked against the key

@@ -19,7 +19,7 @@ public enum SystemCallAction: Sendable, Hashable {
     case setGroup(UUID?)
     /// Start an outgoing call (`CXStartCallAction`). Only the calls the SDK placed itself are
     /// started; a call started elsewhere (Recents, Siri) goes through the app, which calls
-    /// ``CallManager/startCall(to:media:displayName:avatarURL:metadata:)``.
+    /// ``CallManager/startCall(to:media:displayName:avatarURL:metadata:options:)``.
     case start
     /// An action this SDK does not know, named by its type (`CXSomethingNewCallAction`). Not
     /// supported.
