@@ -39,7 +39,10 @@ let package = Package(
             name: "RingRelayCore",
             // Wire (no dependencies of its own) for the protocol's names: the call rules plan
             // events by the wire's own CallEventType.
-            dependencies: ["RingRelayWire", .product(name: "Logging", package: "swift-log")],
+            // Crypto checks that a sealed-invite public key is a point on P-256.
+            dependencies: [
+                "RingRelayWire", .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(

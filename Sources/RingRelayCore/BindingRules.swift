@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// The validation rules for binding input, shared by the API and the batch endpoint.
@@ -78,10 +79,14 @@ public enum BindingRules {
         return token
     }
 
-    /// Checks a sealed-invite public key: base64 of an uncompressed P-256 point (65 bytes, X9.63).
+    /// Checks a sealed-invite public key: base64 of an uncompressed P-256 point (65 bytes, X9.63)
+    /// that lies on the curve: a box sealed to anything else could never be opened.
     public static func validatePublicKey(_ key: String) throws(RingRelayError) {
         guard let data = Data(base64Encoded: key), data.count == 65, data.first == 0x04 else {
             throw .invalidField("publicKey", "must be base64 of an uncompressed P-256 public key (65 bytes, X9.63).")
+        }
+        guard (try? P256.KeyAgreement.PublicKey(x963Representation: data)) != nil else {
+            throw .invalidField("publicKey", "is not a point on the P-256 curve.")
         }
     }
 }

@@ -171,6 +171,8 @@ import Testing
         (#"{"identity":"","type":"fcm","token":"t"}"#, "invalid_field"),
         (#"{"identity":"\#(String(repeating: "i", count: 257))","type":"fcm","token":"t"}"#, "invalid_field"),
         (#"{"identity":"bob","type":"fcm","token":"t","publicKey":"bm90IGEga2V5"}"#, "invalid_field"),
+        // 65 bytes starting 0x04, but (1, 1) is not a point on P-256.
+        (#"{"identity":"bob","type":"fcm","token":"t","publicKey":"BAEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="}"#, "invalid_field"),
         (#"{"identity":"bob","type":"fcm","token":"t","enviroment":"production"}"#, "unknown_field"),
         (#"{"identity":"bob","type":"fcm"}"#, "missing_field"),
         (#"{"identity":"bob","type":"fcm","token":7}"#, "invalid_field"),
