@@ -98,4 +98,39 @@ import Testing
             await b2.close()
         }
     }
+
+    /// The first accept wins across a device rung live with its box and one rung by a sealed push,
+    /// accepting at once; the loser hears it was answered elsewhere, and nothing rings after.
+    @Test(arguments: 0..<5) func theFirstAcceptWinsAcrossASocketAndAPushedDevice(round: Int) async throws {
+        try await SimulatorWorld.with { world in
+            let key = IdentityKeysTests.publicKey()
+            let live = try await world.binding("apns_voip", token: apnsToken(seed: 40 + round), device: "b1", publicKey: key)
+            let pushed = try await world.binding("apns_alert", token: apnsToken(seed: 50 + round), device: "b2", publicKey: key)
+            let b1 = try await LiveDevice.connect(
+                port: world.port, token: try await world.client.accessToken(identity: "bob", deviceID: "b1", key: world.key))
+            let b2Token = try await world.client.accessToken(identity: "bob", deviceID: "b2", key: world.key)
+            let call = try await world.call(
+                #"{"from":"alice","to":"bob","sealed":[{"bindingId":"\#(live.id)","box":"AAAA"},{"bindingId":"\#(pushed.id)","box":"BBBB"}]}"#)
+            #expect(try await b1.nextEvent().sealed == "AAAA")
+            _ = try await LiveDeliveryTests.pushes(to: [apnsToken(seed: 50 + round)], at: world.apns)
+
+            // Both accept at once: b1 over its socket, b2 (woken by its push) over REST.
+            async let rest = world.client.send(.post, "/v1/calls/\(call.id)/accept", token: b2Token)
+            try await b1.send(.accept(callId: call.id))
+            let restStatus = try await rest.status
+            let b1Heard = try await b1.nextEvent()
+            let record = try await world.client.send(.get, "/v1/calls/\(call.id)", token: world.key).decode(CallResource.self)
+            #expect(record.state == "accepted")
+            if record.answeredBy == "b2" {
+                #expect(restStatus == .ok)
+                #expect(b1Heard.type == .answeredElsewhere)
+            } else {
+                #expect(record.answeredBy == "b1")
+                #expect(restStatus == .conflict)
+                #expect(b1Heard.type == .accepted)
+            }
+            #expect(try await b1.receivesNothing())
+            await b1.close()
+        }
+    }
 }
