@@ -1,5 +1,6 @@
 import ArgumentParser
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import NIOHTTP1
 import RingRelayCore
@@ -31,6 +32,11 @@ extension BenchCommand {
         @Option(help: "Child processes holding the connections. (default: one per 9,000 devices)") var processes: Int?
         @Option(help: "Connects in flight at once, over all processes.") var connectConcurrency = 200
         @Option(help: "Seconds all devices stay idle before the server's RSS is read.") var settle = 5
+        @Option(
+            help: ArgumentHelp(
+                "Every other call sealed, with this many boxes (0: none).",
+                discussion: "Each device gets as many bindings with a public key; the sealed calls carry one box for each, and the plain and sealed rings are reported apart."))
+        var sealedBoxes = 0
         @Flag(help: "Print the result as JSON.") var json = false
 
         /// Files the server keeps open besides its connections (database, listener, pipes, …).
@@ -43,6 +49,7 @@ extension BenchCommand {
                 throw ValidationError("--devices, --rate, --duration and --connect-concurrency must be positive, --settle not negative.")
             }
             guard (1...devices).contains(processCount) else { throw ValidationError("--processes must be 1…\(devices).") }
+            guard (0...20).contains(sealedBoxes) else { throw ValidationError("--sealed-boxes must be 0…20.") }
         }
 
         func run() async throws {
@@ -72,6 +79,7 @@ extension BenchCommand {
             let api = Setup(http: http, base: server.base)
             let apiKey = try await server.createAccount(http: http).apiKey
             let tokens = try await mintTokens(api, apiKey: apiKey)
+            let boxedBindings = try await registerBoxedBindings(api, apiKey: apiKey)
             let baselineRSS = ProcessMemory.residentMiB(pid: server.pid)
 
             // The devices, in contiguous shares, one child process each.
@@ -104,7 +112,15 @@ extension BenchCommand {
             let refusals = Slots<String>(count: load.count)
             let (elapsed, responses) = try await load.run { index in
                 guard let device = reachable.randomElement() else { return false }
-                let body = #"{"from":"bench-caller","to":"dev-\#(device)","ringTimeoutSeconds":5,"metadata":{"t":\#(wallClockNanoseconds())}}"#
+                let body: String
+                if sealedBoxes > 0, index % 2 == 1 {
+                    // The box is the send time (the server refuses metadata beside sealed).
+                    let box = BenchSealedBox.make(sentNanoseconds: wallClockNanoseconds())
+                    let sealed = boxedBindings[device].map { #"{"bindingId":"\#($0)","box":"\#(box)"}"# }.joined(separator: ",")
+                    body = #"{"from":"bench-caller","to":"dev-\#(device)","ringTimeoutSeconds":5,"sealed":[\#(sealed)]}"#
+                } else {
+                    body = #"{"from":"bench-caller","to":"dev-\#(device)","ringTimeoutSeconds":5,"metadata":{"t":\#(wallClockNanoseconds())}}"#
+                }
                 let refusal: String?
                 do {
                     let status = try await api.exchange(.POST, "/v1/calls", apiKey, body).status
@@ -127,6 +143,7 @@ extension BenchCommand {
             await server.stop()
 
             let ring = reports.flatMap(\.ringToReceiptNs).map { Duration.nanoseconds($0) }.sorted()
+            let sealedRing = reports.flatMap(\.sealedRingToReceiptNs).map { Duration.nanoseconds($0) }.sorted()
             let responseLatencies = responses.sorted
             let notCreated = responses.failures.withLock { $0 }
             let missing = max(0, load.count - notCreated - reports.reduce(0) { $0 + $1.incoming })
@@ -142,8 +159,37 @@ extension BenchCommand {
                 callsPerSecond: Double(load.count) / elapsed.timeInterval, targetRate: rate,
                 ringP50Ms: percentileMs(ring, 0.50), ringP90Ms: percentileMs(ring, 0.90), ringP99Ms: percentileMs(ring, 0.99),
                 ringMaxMs: (ring.last ?? .zero).timeInterval * 1000,
+                sealedBoxes: sealedBoxes, sealedRings: sealedRing.count,
+                sealedRingP50Ms: sealedRing.isEmpty ? nil : percentileMs(sealedRing, 0.50),
+                sealedRingP99Ms: sealedRing.isEmpty ? nil : percentileMs(sealedRing, 0.99),
                 responseP50Ms: percentileMs(responseLatencies, 0.50), responseP99Ms: percentileMs(responseLatencies, 0.99),
                 serverPeakRSSMiB: peakRSS)
+        }
+
+        /// With `--sealed-boxes N`, N bindings with a public key for each device (`deviceId` `d<i>`,
+        /// so its live ring carries a box and they wait as its fallback), in batches; returns their
+        /// ids by device.
+        private func registerBoxedBindings(_ api: Setup, apiKey: String) async throws -> [[String]] {
+            guard sealedBoxes > 0 else { return [] }
+            let publicKey = P256.KeyAgreement.PrivateKey().publicKey.x963Representation.base64EncodedString()
+            let items = (0..<devices).flatMap { device in
+                (0..<sealedBoxes).map { box in
+                    #"{"identity":"dev-\#(device)","type":"fcm","token":"bench-\#(device)-\#(box)","deviceId":"d\#(device)","publicKey":"\#(publicKey)"}"#
+                }
+            }
+            var ids = Array(repeating: [String](), count: devices)
+            for start in stride(from: 0, to: items.count, by: 500) {
+                let batch = items[start..<min(items.count, start + 500)]
+                let data = try await api.send(.POST, "/v1/bindings/batch", apiKey, #"{"upsert":[\#(batch.joined(separator: ","))]}"#)
+                let response = try JSONDecoder.ringRelay.decode(BindingBatchResponse.self, from: data)
+                for result in response.upsert {
+                    guard let binding = result.binding, let device = Int(binding.identity.dropFirst("dev-".count)) else {
+                        throw ValidationError("A bench binding was refused: \(result.error?.message ?? "status \(result.status)").")
+                    }
+                    ids[device].append(binding.id)
+                }
+            }
+            return ids
         }
 
         /// One access token per device (`dev-<i>`, `d<i>`), a few requests at a time.
@@ -249,9 +295,21 @@ struct LiveBenchResult: Codable {
     var ringP90Ms: Double
     var ringP99Ms: Double
     var ringMaxMs: Double
+    /// Boxes per sealed call (every other call), 0 without sealed calls.
+    var sealedBoxes: Int
+    /// Sealed rings timed, and their ring-to-receipt (reported apart from the plain ones above).
+    var sealedRings: Int
+    var sealedRingP50Ms: Double?
+    var sealedRingP99Ms: Double?
     var responseP50Ms: Double
     var responseP99Ms: Double
     var serverPeakRSSMiB: Double?
+
+    /// The sealed rings' line, when there were any.
+    private var sealedSummary: String {
+        guard sealedBoxes > 0, let p50 = sealedRingP50Ms, let p99 = sealedRingP99Ms else { return "" }
+        return "sealed       \(sealedRings) rings with \(sealedBoxes) boxes each: p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms (the line above: the plain calls of the same run)\n"
+    }
 
     var summary: String {
         func mib(_ value: Double?) -> String { value.map { String(format: "%.0f MiB", $0) } ?? "unknown" }
@@ -260,7 +318,7 @@ struct LiveBenchResult: Codable {
             idle server  \(mib(serverIdleRSSMiB)) RSS with every device connected, \(mib(serverBaselineRSSMiB)) before: \(idleKiBPerConnection.map { String(format: "%.1f KiB", $0) } ?? "unknown") a connection; \(serverOpenFiles.map(String.init) ?? "unknown") open files
             calls        \(calls) at \(targetRate)/s: \(String(format: "%.0f", callsPerSecond)) calls/s over \(String(format: "%.1f", seconds)) s; \(callsNotCreated) not answered 201, \(eventsMissing) never reached the device
             ring→device  p50 \(String(format: "%.2f", ringP50Ms)) ms, p90 \(String(format: "%.2f", ringP90Ms)) ms, p99 \(String(format: "%.2f", ringP99Ms)) ms, max \(String(format: "%.2f", ringMaxMs)) ms (POST sent → call.incoming read by the device)
-            refusals     \(refusals.isEmpty ? "none" : refusals.sorted { $0.value > $1.value }.map { "\($0.value) × \($0.key)" }.joined(separator: ", "))
+            \(sealedSummary)refusals     \(refusals.isEmpty ? "none" : refusals.sorted { $0.value > $1.value }.map { "\($0.value) × \($0.key)" }.joined(separator: ", "))
             response     p50 \(String(format: "%.2f", responseP50Ms)) ms, p99 \(String(format: "%.2f", responseP99Ms)) ms (POST /v1/calls)
             server RSS   \(mib(serverPeakRSSMiB)) peak
             """

@@ -97,6 +97,8 @@ extension BenchCommand {
                     }
                     if let sent = frame.call?.metadata?.t {
                         state.received(ringNs: receivedNs - Int64(sent))
+                    } else if let sent = frame.sealed.flatMap(BenchSealedBox.sentNanoseconds) {
+                        state.received(ringNs: receivedNs - sent, sealed: true)
                     } else {
                         state.received(ringNs: -1)
                     }
@@ -118,6 +120,8 @@ extension BenchCommand {
             var eventId: String?
             var callId: String?
             var call: Call?
+            /// A sealed ring's box: the bench's own (see ``BenchSealedBox``), not an HPKE one.
+            var sealed: String?
         }
     }
 }
@@ -132,8 +136,10 @@ struct LiveDevicesConnected: Codable {
 
 /// A `bench live-devices` child's last line: what its devices received.
 struct LiveDevicesReport: Codable {
-    /// Ring-to-receipt of every `call.incoming` that carried `metadata.t`, in nanoseconds.
+    /// Ring-to-receipt of every plain `call.incoming` that carried `metadata.t`, in nanoseconds.
     var ringToReceiptNs: [Int64]
+    /// Ring-to-receipt of every sealed `call.incoming` (the time rides in the bench's box).
+    var sealedRingToReceiptNs: [Int64]
     /// `call.incoming` events received.
     var incoming: Int
     /// Events of other types (the `call.rejected` that answers each reject).
@@ -148,6 +154,7 @@ final class DeviceStates: Sendable {
         var open: [Int: WebSocketOutboundWriter] = [:]
         var failed: [Int] = []
         var ringNs: [Int64] = []
+        var sealedRingNs: [Int64] = []
         var incoming = 0
         var otherEvents = 0
         var dropped = 0
@@ -172,12 +179,14 @@ final class DeviceStates: Sendable {
         }
     }
 
-    /// Records an event: a ring with its ring-to-receipt (negative without `metadata.t`), or another event (`nil`).
-    func received(ringNs: Int64?) {
+    /// Records an event: a ring with its ring-to-receipt (negative without a send time), plain or
+    /// sealed, or another event (`nil`).
+    func received(ringNs: Int64?, sealed: Bool = false) {
         state.withLock { state in
             guard let ringNs else { return state.otherEvents += 1 }
             state.incoming += 1
-            if ringNs >= 0 { state.ringNs.append(ringNs) }
+            guard ringNs >= 0 else { return }
+            if sealed { state.sealedRingNs.append(ringNs) } else { state.ringNs.append(ringNs) }
         }
     }
 
@@ -188,7 +197,11 @@ final class DeviceStates: Sendable {
     }
 
     func report() -> LiveDevicesReport {
-        state.withLock { LiveDevicesReport(ringToReceiptNs: $0.ringNs, incoming: $0.incoming, otherEvents: $0.otherEvents, dropped: $0.dropped) }
+        state.withLock {
+            LiveDevicesReport(
+                ringToReceiptNs: $0.ringNs, sealedRingToReceiptNs: $0.sealedRingNs, incoming: $0.incoming, otherEvents: $0.otherEvents,
+                dropped: $0.dropped)
+        }
     }
 
     /// Marks the end of the run and returns the open connections to close.
@@ -251,4 +264,26 @@ func lineStream(of handle: FileHandle) -> AsyncStream<String> {
         _ = setrlimit(resource, &limit)
     }
     return limit.rlim_max >= rlim_t(Int.max) ? Int.max : Int(limit.rlim_max)
+}
+
+/// The box of a sealed call in `bench live --sealed-boxes`: the server relays boxes without reading
+/// them, so the bench's box is its send time (wall clock, nanoseconds) padded to the size of a real
+/// sealed invite, base64. It measures what the server does with sealed calls, not the SDK's HPKE
+/// (`ringrelay bench sealed` does that).
+enum BenchSealedBox {
+    /// About the size of an HPKE-sealed invite with a display name, base64.
+    static let size = 384
+
+    static func make(sentNanoseconds: Int64) -> String {
+        var bytes = Array("t=\(sentNanoseconds);".utf8)
+        bytes += Array(repeating: UInt8(ascii: "."), count: max(0, size - bytes.count))
+        return Data(bytes).base64EncodedString()
+    }
+
+    static func sentNanoseconds(_ box: String) -> Int64? {
+        guard let data = Data(base64Encoded: box), let text = String(data: data.prefix(32), encoding: .utf8),
+            text.hasPrefix("t="), let end = text.firstIndex(of: ";")
+        else { return nil }
+        return Int64(text[text.index(text.startIndex, offsetBy: 2)..<end])
+    }
 }

@@ -661,11 +661,16 @@ import Testing
             ["bench", "fcm", "--count", "100", "--concurrency", "10", "--json"],
             ["bench", "webhooks", "--rate", "20", "--duration", "1", "--callees", "2", "--json"],
             ["bench", "live", "--devices", "50", "--rate", "20", "--duration", "1", "--settle", "1", "--json"],
+            ["bench", "live", "--devices", "20", "--rate", "20", "--duration", "1", "--settle", "1", "--sealed-boxes", "5", "--json"],
         ] {
             let run = try await ServerProcess.run(arguments, directory: directory.path)
             #expect(run.status == 0, "\(arguments): \(run.stderr)")
             let result = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
             #expect(result?["failures"] as? Int == 0, "\(arguments): \(run.stdout)")
+            if arguments.contains("--sealed-boxes") {
+                // Every other call was sealed, and each of those rang its device with its box.
+                #expect(result?["sealedRings"] as? Int == 10, "\(run.stdout)")
+            }
         }
     }
 
