@@ -232,16 +232,7 @@ import Testing
 
     /// Runs a Python script and returns what it printed.
     static func python(_ script: String, arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        try Command.run("/usr/bin/env", ["python3", "-c", script] + arguments).output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     @Test func credentialChangesApplyAtOnceDespiteTheCache() async throws {
