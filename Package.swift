@@ -188,7 +188,7 @@ let package = Package(
         ),
         .testTarget(
             name: "RingRelayCoreTests",
-            dependencies: ["RingRelayCore", "RingRelayWire"],
+            dependencies: ["RingRelayCore", "RingRelayWire", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

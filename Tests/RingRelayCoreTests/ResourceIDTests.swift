@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import RingRelayCore
 import Testing
@@ -78,10 +79,13 @@ import Testing
     }
 
     @Test func publicKeysMustBeUncompressedP256Points() {
-        let point = Data([0x04] + Array(repeating: 7, count: 64)).base64EncodedString()
+        let point = P256.KeyAgreement.PrivateKey().publicKey.x963Representation.base64EncodedString()
         #expect(throws: Never.self) { try BindingRules.validatePublicKey(point) }
         let compressed = Data([0x02] + Array(repeating: 7, count: 32)).base64EncodedString()
         #expect(throws: RingRelayError.self) { try BindingRules.validatePublicKey(compressed) }
+        // The right size and prefix, but (7…, 7…) is not on the curve.
+        let offCurve = Data([0x04] + Array(repeating: 7, count: 64)).base64EncodedString()
+        #expect(throws: RingRelayError.self) { try BindingRules.validatePublicKey(offCurve) }
     }
 }
 
