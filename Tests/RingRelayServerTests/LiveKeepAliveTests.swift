@@ -55,7 +55,7 @@ import Testing
             // It was upgraded first, and pinged before it was dropped.
             let bytes = received.bytes
             #expect(String(decoding: bytes.prefix(40), as: UTF8.self).hasPrefix("HTTP/1.1 101"))
-            #expect(bytes.contains(0x89), "no ping frame arrived")
+            #expect(received.opcodes.contains(0x9), "no ping frame arrived")
 
             // The answering device outlived several pings and still rings.
             let response = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob"}"#)
@@ -74,15 +74,22 @@ import Testing
             let token = try await client.accessToken(identity: "bob", deviceID: "chatty", key: key)
             // It never answers pings, but sends an application ping every 300 ms, well inside the interval.
             let (chatty, received) = try await RawConnection.open(port: port, token: token)
+            var longestGap = Duration.zero
+            var last = ContinuousClock.now
             for _ in 0..<30 {
                 try await chatty.writeAndFlush(RawConnection.maskedText(#"{"type":"ping"}"#)).get()
+                longestGap = max(longestGap, ContinuousClock.now - last)
+                last = ContinuousClock.now
                 try await Task.sleep(for: .milliseconds(300))
             }
             // 9 s is past the two intervals that drop a quiet device.
             #expect(chatty.isActive, "the server dropped a device that was talking")
-            let bytes = received.bytes
-            #expect(!bytes.contains(0x89), "a device that talks was pinged")
-            #expect(String(decoding: bytes, as: UTF8.self).contains(#""type":"pong""#), "the application pings got no pong")
+            // A test process starved for a whole interval (a build beside it) did fall silent:
+            // then a ping is the server's right, and only the checks above hold.
+            if longestGap < .seconds(3) {
+                #expect(!received.opcodes.contains(0x9), "a device that talks was pinged (longest gap between its frames: \(longestGap))")
+            }
+            #expect(String(decoding: received.bytes, as: UTF8.self).contains(#""type":"pong""#), "the application pings got no pong")
             try await chatty.close()
         }
     }
@@ -117,6 +124,30 @@ private final class Received: ChannelInboundHandler, Sendable {
     private let buffer = NIOLockedValueBox<[UInt8]>([])
 
     var bytes: [UInt8] { buffer.withLockedValue { $0 } }
+
+    /// The opcodes of the WebSocket frames after the upgrade answer, in order (server frames are
+    /// unmasked): read from the frame headers, not by looking for a byte that a length or a
+    /// payload can contain too.
+    var opcodes: [UInt8] {
+        let bytes = self.bytes
+        guard let headerEnd = bytes.indices.first(where: { bytes[$0...].starts(with: [13, 10, 13, 10]) }) else { return [] }
+        var opcodes: [UInt8] = []
+        var index = headerEnd + 4
+        while index + 2 <= bytes.count {
+            opcodes.append(bytes[index] & 0x0F)
+            var length = Int(bytes[index + 1] & 0x7F)
+            index += 2
+            if length == 126, index + 2 <= bytes.count {
+                length = Int(bytes[index]) << 8 | Int(bytes[index + 1])
+                index += 2
+            } else if length == 127, index + 8 <= bytes.count {
+                length = bytes[index..<index + 8].reduce(0) { $0 << 8 | Int($1) }
+                index += 8
+            }
+            index += length
+        }
+        return opcodes
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let chunk = unwrapInboundIn(data)

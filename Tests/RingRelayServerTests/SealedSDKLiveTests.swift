@@ -64,6 +64,8 @@ import Testing
         let port: Int
         let accountID: String
         let files: TemporaryDirectory
+        /// The server's data directory: its SQLite file and write-ahead log.
+        let serverDirectory: TemporaryDirectory
 
         func device(_ identity: String, _ deviceID: String) async throws -> SealedDevice {
             let token = try await client.accessToken(identity: identity, deviceID: deviceID, key: key)
@@ -79,7 +81,8 @@ import Testing
             try await body(
                 World(
                     simulator: simulator, clock: server.clock, client: client, key: key, port: try #require(client.port),
-                    accountID: try #require(accounts.data.first { $0.name == "acme" }?.id), files: files))
+                    accountID: try #require(accounts.data.first { $0.name == "acme" }?.id), files: files,
+                    serverDirectory: server.directory))
         }
     }
 
@@ -146,10 +149,20 @@ import Testing
             for secret in ["Alice Liddell", "secret-room-4242", "alice-phone-7f3a", "alice", "video", alice.identity.keyId.description] {
                 #expect(push.payload.range(of: Data(secret.utf8)) == nil, "\(secret) in \(String(decoding: push.payload, as: UTF8.self))")
             }
-            // Nor does the server's record of the call.
+            // Nor does the server's record of the call, nor any byte it stored (the call row is
+            // committed before the 201, the deliveries before the record is read).
             let record = try await alice.client.fetchCall(id: callID)
             #expect(record.displayName == nil)
             #expect(record.metadata == nil)
+            #expect(record.sealed == true)
+            let stored = try FileManager.default.contentsOfDirectory(atPath: world.serverDirectory.path)
+                .filter { $0.hasPrefix("ringrelay.sqlite") }
+                .map { try Data(contentsOf: URL(fileURLWithPath: world.serverDirectory.appending($0))) }
+            #expect(stored.contains { $0.range(of: Data(callID.utf8)) != nil }, "the call is in the store")
+            // (Alice's device id is stored, in her own binding that carries her key; no call names it.)
+            for secret in ["Alice Liddell", "secret-room-4242"] {
+                #expect(stored.allSatisfy { $0.range(of: Data(secret.utf8)) == nil }, "\(secret) is stored")
+            }
 
             // Bob's Notification Service Extension opens it: one VoIP payload for CallKit.
             let userInfo = try Self.dictionary(push)
