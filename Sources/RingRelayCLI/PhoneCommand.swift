@@ -81,8 +81,8 @@ struct PhoneCommand: AsyncParsableCommand {
             throw ValidationError("--server must be an http(s) URL, got '\(base)'.")
         }
         let signIn = try signIn(serverURL: serverURL, environment: environment)
-        let quit = await quitSignals()
-        let output = PhoneOutput(json: json)
+        let (quit, quitting) = await quitSignals()
+        let output = PhoneOutput(json: json, readerGone: { quitting.yield("output closed") })
         let script = PhoneScript(
             autoAnswer: autoAnswer?.duration, autoReject: autoReject, call: call, hangupAfter: hangupAfter?.duration,
             media: video ? .video : .audio)
@@ -112,8 +112,9 @@ struct PhoneCommand: AsyncParsableCommand {
         return .apiKey(APIClient(baseURL: base, token: apiKey), identity: identity, deviceId: device)
     }
 
-    /// What ends the phone besides `q`: SIGINT, SIGTERM, and --exit-after.
-    private func quitSignals() async -> AsyncStream<String> {
+    /// What ends the phone besides `q`: SIGINT, SIGTERM, and --exit-after; the continuation takes
+    /// other reasons (standard output closed).
+    private func quitSignals() async -> (AsyncStream<String>, AsyncStream<String>.Continuation) {
         let (stream, continuation) = AsyncStream.makeStream(of: String.self)
         let exitAfter = exitAfter?.duration
         // Trapped from here on: a signal no longer kills the process, it quits the phone.
@@ -129,7 +130,7 @@ struct PhoneCommand: AsyncParsableCommand {
                 continuation.yield("exit-after")
             }
         }
-        return stream
+        return (stream, continuation)
     }
 }
 

@@ -170,13 +170,17 @@ struct ServeCommand: AsyncParsableCommand {
     }
 }
 
-/// Writes a line to standard error.
+/// Writes a line to standard error. Nobody reading it is no reason to crash: the line is dropped.
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data((message + "\n").utf8))
+    try? FileHandle.standardError.write(contentsOf: Data((message + "\n").utf8))
 }
 
 /// Writes a line to standard output at once (not buffered), so scripts and tests reading the
 /// output see secrets and the listening address as soon as they exist.
-func say(_ message: String) {
-    FileHandle.standardOutput.write(Data((message + "\n").utf8))
+///
+/// - Returns: whether it was written; `false` when the reader is gone (a closed pipe), where
+///   `FileHandle.write(_:)` would have stopped the process with a fatal error.
+@discardableResult
+func say(_ message: String) -> Bool {
+    (try? FileHandle.standardOutput.write(contentsOf: Data((message + "\n").utf8))) != nil
 }

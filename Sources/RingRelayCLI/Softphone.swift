@@ -56,27 +56,39 @@ struct PhoneCallSummary: Encodable, Sendable {
 final class PhoneOutput: Sendable {
     /// Whether events are printed as JSON lines.
     let json: Bool
-    private let lock = Mutex(())
+    /// Called once when standard output's reader is gone (`phone … | head`, a test that gave up):
+    /// the phone quits then, as a program killed by SIGPIPE would, instead of crashing on the write.
+    private let readerGone: @Sendable () -> Void
+    private let lock = Mutex(false)
     private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
 
-    init(json: Bool) {
+    init(json: Bool, readerGone: @escaping @Sendable () -> Void = {}) {
         self.json = json
+        self.readerGone = readerGone
     }
 
     /// Prints `event`, as JSON or as `text`.
     func emit(_ event: PhoneEvent, text: @autoclosure () -> String) {
-        let line = json ? String(decoding: (try? Self.encoder.encode(event)) ?? Data(), as: UTF8.self) : text()
-        lock.withLock { _ in say(line) }
+        write(json ? String(decoding: (try? Self.encoder.encode(event)) ?? Data(), as: UTF8.self) : text())
     }
 
     /// Prints a hint for people; nothing in JSON mode.
     func note(_ text: String) {
         guard !json else { return }
-        lock.withLock { _ in say(text) }
+        write(text)
+    }
+
+    private func write(_ line: String) {
+        let firstFailure = lock.withLock { gone -> Bool in
+            guard !gone, !say(line) else { return false }
+            gone = true
+            return true
+        }
+        if firstFailure { readerGone() }
     }
 }
 

@@ -107,6 +107,35 @@ import Testing
         }
     }
 
+    /// A phone whose output nobody reads any more (`ringrelay phone --json | head -1`, a test that
+    /// gave up) quits at its next line, as a program killed by SIGPIPE would; it used to stop on a
+    /// fatal error in `FileHandle.write`, and its crash report cost seconds of CPU.
+    @Test func aPhoneWhoseReaderIsGoneQuitsWithoutCrashing() async throws {
+        try await Self.withServer { _, url, key, directory in
+            let process = Process()
+            process.executableURL = ServerProcess.binary
+            process.arguments = ["phone", "--json", "--no-input", "--exit-after", "60s", "--server", url, "--identity", "bob", "--device-id", "bob-1"]
+            process.currentDirectoryURL = URL(fileURLWithPath: directory.path)
+            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("RINGRELAY_") }.merging(["RINGRELAY_TOKEN": key]) { $1 }
+            let stdout = Pipe()
+            let stderr = Pipe()
+            process.standardOutput = stdout
+            process.standardError = stderr
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            // Nobody will read: the phone's first event line (`ready`) finds the pipe closed.
+            try stdout.fileHandleForReading.close()
+            let started = ContinuousClock.now
+            while process.isRunning, ContinuousClock.now - started < .seconds(50) { try await Task.sleep(for: .milliseconds(50)) }
+            #expect(!process.isRunning, "the phone did not quit")
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+            let errors = String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(errors.prefix(2000))")
+            #expect(!errors.contains("Fatal error"), "\(errors.prefix(2000))")
+        }
+    }
+
     @Test func aScriptedCallerCallsAndHangsUp() async throws {
         try await Self.withServer { client, url, key, directory in
             let bobToken = try await client.accessToken(identity: "bob", deviceID: "bob-1", key: key)

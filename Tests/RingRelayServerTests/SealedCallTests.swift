@@ -101,7 +101,7 @@ import Testing
 
     /// The first accept wins across a device rung live with its box and one rung by a sealed push,
     /// accepting at once; the loser hears it was answered elsewhere, and nothing rings after.
-    @Test(arguments: 0..<5) func theFirstAcceptWinsAcrossASocketAndAPushedDevice(round: Int) async throws {
+    @Test(.serialized, arguments: 0..<5) func theFirstAcceptWinsAcrossASocketAndAPushedDevice(round: Int) async throws {
         try await SimulatorWorld.with { world in
             let key = IdentityKeysTests.publicKey()
             let live = try await world.binding("apns_voip", token: apnsToken(seed: 40 + round), device: "b1", publicKey: key)
