@@ -22,6 +22,7 @@ struct PhoneSealedKey: Sendable {
 
     /// The SDK's sealed-call configuration, with the replay and known-keys files beside the key.
     func configuration(onDeviceKeysChanged: @escaping @Sendable (DeviceKeyChange) -> Void) -> SealedCallConfiguration {
-        SealedCallConfiguration(identity: identity, replayStore: file.replayStore, knownKeys: file.knownKeys, onDeviceKeysChanged: onDeviceKeysChanged)
+        SealedCallConfiguration(
+            identity: identity, replayStore: file.replayStore, knownKeys: file.knownKeys, onDeviceKeysChanged: onDeviceKeysChanged)
     }
 }

@@ -191,10 +191,12 @@ final class TerminalCallUI: SystemCallUI {
 
     /// A sealed call's box opened: the caller, name and media it names.
     func reportIncomingCallUpdated(_ report: IncomingCallReport) {
-        guard let call = shown.withLock({ shown in
-            shown[report.uuid]?.remote = report.caller.displayText
-            return shown[report.uuid]
-        }) else { return }
+        guard
+            let call = shown.withLock({ shown in
+                shown[report.uuid]?.remote = report.caller.displayText
+                return shown[report.uuid]
+            })
+        else { return }
         var event = PhoneEvent("opened", callId: call.callId, uuid: report.uuid)
         event.from = report.caller.identity
         event.displayName = report.caller.displayName
@@ -202,7 +204,9 @@ final class TerminalCallUI: SystemCallUI {
         event.media = report.hasVideo ? "video" : "audio"
         output.emit(
             event,
-            text: "Sealed call [\(call.callId ?? "no id")] opened: \(event.media ?? "audio") call from \(Self.describe(report.caller)). a answer, r reject")
+            text:
+                "Sealed call [\(call.callId ?? "no id")] opened: \(event.media ?? "audio") call from \(Self.describe(report.caller)). a answer, r reject"
+        )
     }
 
     func reportOutgoingCallStarted(_ report: OutgoingCallReport) {

@@ -230,9 +230,12 @@ import Testing
 
     /// The steps of ``aNewKeyIsReportedToTheCallerAndAnUnopenableBoxIsRefused()``, outside the
     /// server closure (Swift 6.3.1's region analysis crashes on them inside it).
-    static func replaceBobsKeyBetweenSealedCalls(client: any TestClientProtocol, url: String, key: String, directory: TemporaryDirectory) async throws {
+    static func replaceBobsKeyBetweenSealedCalls(client: any TestClientProtocol, url: String, key: String, directory: TemporaryDirectory) async throws
+    {
         let bobKey = directory.appending("bob.key")
-        let bobArguments = ["--server", url, "--api-key", key, "--identity", "bob", "--device-id", "bob-1", "--key-file", bobKey, "--auto-answer", "200ms"]
+        let bobArguments = [
+            "--server", url, "--api-key", key, "--identity", "bob", "--device-id", "bob-1", "--key-file", bobKey, "--auto-answer", "200ms",
+        ]
         // Each run of Alice's phone places one sealed call; her key file and the keys she
         // sealed to before carry over from run to run.
         let aliceArguments = [
@@ -278,7 +281,9 @@ import Testing
         let foreignKey = P256.KeyAgreement.PrivateKey().publicKey.x963Representation.base64EncodedString()
         let foreign = try await client.send(
             .post, "/v1/bindings", token: key,
-            json: #"{"identity":"bob","type":"apns_voip","token":"\#(String(repeating: "ab", count: 32))","deviceId":"bob-1","publicKey":"\#(foreignKey)"}"#)
+            json:
+                #"{"identity":"bob","type":"apns_voip","token":"\#(String(repeating: "ab", count: 32))","deviceId":"bob-1","publicKey":"\#(foreignKey)"}"#
+        )
         #expect(foreign.status == .created)
         #expect(try await client.send(.delete, "/v1/bindings/\(try #require(second["bindingId"]))", token: key).status == .noContent)
         let alice3 = try Phone(aliceArguments, directory: directory.path)
