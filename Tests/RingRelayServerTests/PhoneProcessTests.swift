@@ -301,11 +301,24 @@ import Testing
     }
 
     @Test func badSignInFailsFastWithTheServersMessage() async throws {
-        try await Self.withServer { _, url, _, directory in
+        try await Self.withServer { _, url, key, directory in
             let run = try await ServerProcess.run(
                 ["phone", "--server", url, "--api-key", "rrk_not-a-key", "--identity", "bob"], directory: directory.path)
             #expect(run.status == 1)
             #expect(run.stderr.contains("401"), "\(run.stderr)")
+            // A sealed call needs the phone's key.
+            let keyless = try await ServerProcess.run(
+                ["phone", "--server", url, "--api-key", key, "--identity", "bob", "--sealed", "--no-input"], directory: directory.path)
+            #expect(keyless.status != 0)
+            #expect(keyless.stderr.contains("--key-file"), "\(keyless.stderr)")
+            // A key file others may read stops the phone before it signs in, without showing the key.
+            let loose = directory.appending("loose.key")
+            _ = try PhoneKeyFile.loadOrCreate(at: loose)
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: loose)
+            let refused = try await ServerProcess.run(
+                ["phone", "--server", url, "--api-key", key, "--identity", "bob", "--key-file", loose, "--no-input"], directory: directory.path)
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("chmod 600") && !refused.stderr.contains("PRIVATE KEY"), "\(refused.stderr)")
             let missing = try await ServerProcess.run(["phone", "--server", url], directory: directory.path)
             #expect(missing.status != 0)
             #expect(missing.stderr.contains("--token"), "\(missing.stderr)")
