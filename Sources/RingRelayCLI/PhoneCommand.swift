@@ -21,8 +21,8 @@ struct PhoneCommand: AsyncParsableCommand {
             account API key (--api-key with --identity, and optionally --device-id).
 
             Commands, one a line: a answer, r reject, h hang up, o hold/resume, s swap, \
-            c <identity> call (c <identity> sealed: a sealed call), l list calls, q quit. The end of input (Ctrl-D) quits too; run \
-            in the background or from a script with --no-input.
+            c <identity> call (c <identity> sealed: a sealed call), l list calls, q quit. The end \
+            of input (Ctrl-D) quits too; run in the background or from a script with --no-input.
 
             Sealed calls: --key-file names this phone's P-256 key, made (mode 0600) on first use \
             and reused after; the phone registers its public half so callers can seal to it, and \

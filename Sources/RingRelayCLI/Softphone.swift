@@ -343,7 +343,7 @@ final class Softphone: Sendable {
     /// connected it is only the fallback of an unacknowledged live ring, it gets no missed-call
     /// alerts (as `apns_alert` and `fcm` bindings would), and its stated `sandbox` environment
     /// lets APNs' `BadDeviceToken` invalidate it the first time it is pushed while the phone is
-    /// away. Every run registers the same token, so the binding keeps its id.
+    /// away. Every run registers the same token again (reviving it), so the binding keeps its id.
     ///
     /// - Throws: the server's refusal.
     func registerSealedKey() async throws {
