@@ -10,7 +10,8 @@ import UnixSignals
 /// It connects as one device of one identity, shows incoming calls and lets the user answer,
 /// reject, hang up, hold, swap and place calls from the keyboard. The script options answer,
 /// reject, call and hang up by themselves, and `--json` prints one event per line, for demos
-/// and tests.
+/// and tests. With `--key-file` it places (`--sealed`, `c <identity> sealed`) and answers sealed
+/// calls, whose caller, name and media only the two phones read.
 struct PhoneCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "phone",
@@ -20,8 +21,12 @@ struct PhoneCommand: AsyncParsableCommand {
             account API key (--api-key with --identity, and optionally --device-id).
 
             Commands, one a line: a answer, r reject, h hang up, o hold/resume, s swap, \
-            c <identity> call, l list calls, q quit. The end of input (Ctrl-D) quits too; run \
-            in the background or from a script with --no-input.
+            c <identity> call (c <identity> sealed: a sealed call), l list calls, q quit. The end \
+            of input (Ctrl-D) quits too; run in the background or from a script with --no-input.
+
+            Sealed calls: --key-file names this phone's P-256 key, made (mode 0600) on first use \
+            and reused after; the phone registers its public half so callers can seal to it, and \
+            keeps the invites it opened and the keys it sealed to in files beside it.
 
             Durations are written like 500ms, 2s or 1m.
             """)
@@ -53,6 +58,17 @@ struct PhoneCommand: AsyncParsableCommand {
     @Flag(help: "Make --call and 'c' calls video calls.")
     var video = false
 
+    @Option(help: ArgumentHelp("The name callees see; in a sealed call, only inside the box.", valueName: "name"))
+    var displayName: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "This phone's P-256 key for sealed calls, created (mode 0600) when missing. [env: RINGRELAY_PHONE_KEY_FILE]", valueName: "path"))
+    var keyFile: String?
+
+    @Flag(help: "Make --call and 'c' calls sealed (needs --key-file).")
+    var sealed = false
+
     @Option(help: ArgumentHelp("Hang up every call this long after it connected, e.g. 2s.", valueName: "duration"))
     var hangupAfter: PhoneDuration?
 
@@ -76,6 +92,10 @@ struct PhoneCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
+        let keyFilePath = keyFile ?? environment["RINGRELAY_PHONE_KEY_FILE"]
+        if sealed && keyFilePath == nil {
+            throw ValidationError("--sealed needs --key-file (or RINGRELAY_PHONE_KEY_FILE): the phone's key for sealed calls.")
+        }
         let base = server ?? environment["RINGRELAY_URL"] ?? "http://127.0.0.1:8080"
         guard let serverURL = URL(string: base), serverURL.scheme == "http" || serverURL.scheme == "https", serverURL.host != nil else {
             throw ValidationError("--server must be an http(s) URL, got '\(base)'.")
@@ -85,10 +105,14 @@ struct PhoneCommand: AsyncParsableCommand {
         let output = PhoneOutput(json: json, readerGone: { quitting.yield("output closed") })
         let script = PhoneScript(
             autoAnswer: autoAnswer?.duration, autoReject: autoReject, call: call, hangupAfter: hangupAfter?.duration,
-            media: video ? .video : .audio)
-        let phone = Softphone(serverURL: serverURL, signIn: signIn, script: script, output: output)
+            media: video ? .video : .audio, displayName: displayName, sealed: sealed)
+        let phone: Softphone
         do {
             try await signIn.check()
+            let sealedKey: PhoneSealedKey? =
+                if let keyFilePath { try await PhoneSealedKey(file: try PhoneKeyFile.loadOrCreate(at: keyFilePath), signIn: signIn) } else { nil }
+            phone = Softphone(serverURL: serverURL, signIn: signIn, script: script, output: output, sealedKey: sealedKey)
+            try await phone.registerSealedKey()
         } catch {
             printError("ringrelay phone: \(error)")
             throw ExitCode.failure
@@ -99,7 +123,7 @@ struct PhoneCommand: AsyncParsableCommand {
     /// How the phone gets its device access tokens, from the options and the environment.
     private func signIn(serverURL: URL, environment: [String: String]) throws -> PhoneSignIn {
         if let token = token ?? (identity == nil ? environment["RINGRELAY_DEVICE_TOKEN"] : nil) {
-            return .token(token, deviceId: deviceId ?? PhoneSignIn.deviceId(inToken: token))
+            return .token(token, deviceId: deviceId ?? PhoneTokenClaims(token: token)?.did)
         }
         guard let identity else {
             throw ValidationError("Pass --token, or --api-key with --identity.")
@@ -164,18 +188,26 @@ enum PhoneSignIn: Sendable {
     func check() async throws {
         if case .apiKey = self { _ = try await accessToken() }
     }
+}
 
-    /// The `did` claim of a RingRelay access token (a JWT), read without verifying it: the phone
-    /// only needs to know which device it is.
-    static func deviceId(inToken token: String) -> String? {
+/// The claims of a RingRelay access token (a JWT), read without verifying it: the phone only
+/// needs to know which account, identity and device it is.
+struct PhoneTokenClaims: Decodable, Sendable {
+    /// The account (`acc_…`).
+    var acc: String
+    /// The identity.
+    var sub: String
+    /// The device id.
+    var did: String
+
+    /// The claims of `token`, or `nil` when it is not a JWT with them.
+    init?(token: String) {
         let parts = token.split(separator: ".")
         guard parts.count == 3 else { return nil }
         var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let payload = Data(base64Encoded: base64),
-            let claims = try? JSONSerialization.jsonObject(with: payload) as? [String: Any]
-        else { return nil }
-        return claims["did"] as? String
+        guard let payload = Data(base64Encoded: base64), let claims = try? JSONDecoder().decode(Self.self, from: payload) else { return nil }
+        self = claims
     }
 }
 

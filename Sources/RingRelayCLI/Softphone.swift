@@ -16,6 +16,10 @@ struct PhoneScript: Sendable {
     var hangupAfter: Duration?
     /// The media of the calls the phone places.
     var media: CallMedia
+    /// The name callees see (inside the box, for a sealed call).
+    var displayName: String?
+    /// Whether `--call` and `c` calls are sealed.
+    var sealed: Bool
 }
 
 /// One thing that happened, as `--json` prints it: `{"event":"incoming","callId":…,"from":…}`.
@@ -36,6 +40,12 @@ struct PhoneEvent: Encodable, Sendable {
     var retryInMs: Int?
     var message: String?
     var calls: [PhoneCallSummary]?
+    var bindingId: String?
+    var keyId: String?
+    var created: Bool?
+    var added: [String]?
+    var removed: [String]?
+    var changed: [String]?
 
     init(_ event: String, callId: String? = nil, uuid: UUID? = nil) {
         self.event = event
@@ -117,6 +127,24 @@ extension CallEndReason {
     }
 }
 
+extension SealedInviteRefusal {
+    /// `wrongKey`, `tampered`, `expired`, … as JSON shows them.
+    var name: String {
+        switch self {
+        case .malformed: "malformed"
+        case .wrongKey: "wrongKey"
+        case .tampered: "tampered"
+        case .wrongBinding: "wrongBinding"
+        case .expired: "expired"
+        case .replayed: "replayed"
+        case .unknownSender: "unknownSender"
+        case .unauthenticatedSender: "unauthenticatedSender"
+        case .senderKeysUnavailable: "senderKeysUnavailable"
+        case .replayStateUnavailable: "replayStateUnavailable"
+        }
+    }
+}
+
 extension CallState {
     /// `ringing`, `connecting`, `connected`, `held`, `ended`.
     var name: String {
@@ -171,6 +199,26 @@ final class TerminalCallUI: SystemCallUI {
             event,
             text: "Incoming \(event.media ?? "audio") call from \(Self.describe(report.caller)) [\(callId ?? "no id")]: "
                 + "\(event.state ?? "ringing"). a answer, r reject")
+    }
+
+    /// A sealed call's box opened: the caller, name and media it names.
+    func reportIncomingCallUpdated(_ report: IncomingCallReport) {
+        guard
+            let call = shown.withLock({ shown in
+                shown[report.uuid]?.remote = report.caller.displayText
+                return shown[report.uuid]
+            })
+        else { return }
+        var event = PhoneEvent("opened", callId: call.callId, uuid: report.uuid)
+        event.from = report.caller.identity
+        event.displayName = report.caller.displayName
+        event.avatarUrl = report.caller.avatarURL?.absoluteString
+        event.media = report.hasVideo ? "video" : "audio"
+        output.emit(
+            event,
+            text:
+                "Sealed call [\(call.callId ?? "no id")] opened: \(event.media ?? "audio") call from \(Self.describe(report.caller)). a answer, r reject"
+        )
     }
 
     func reportOutgoingCallStarted(_ report: OutgoingCallReport) {
@@ -245,7 +293,7 @@ final class Softphone: Sendable {
     /// A keyboard command.
     enum Command: Equatable {
         case answer, reject, hangUp, holdOrResume, swap, list, quit, help
-        case call(String)
+        case call(String, sealed: Bool)
         case unknown(String)
 
         /// Parses one input line; `nil` for an empty one.
@@ -261,33 +309,86 @@ final class Softphone: Sendable {
             case "l": self = .list
             case "q": self = .quit
             case "?", "help": self = .help
-            case "c" where words.count == 2: self = .call(words[1])
+            case "c" where words.count == 2: self = .call(words[1], sealed: false)
+            case "c" where words.count == 3 && words[2].lowercased() == "sealed": self = .call(words[1], sealed: true)
             default: self = .unknown(line)
             }
         }
     }
 
-    static let help = "a answer, r reject, h hang up, o hold/resume, s swap, c <identity> call, l list, q quit"
+    static let help = "a answer, r reject, h hang up, o hold/resume, s swap, c <identity> [sealed] call, l list, q quit"
 
     private let client: RingRelayClient
     private let script: PhoneScript
     private let output: PhoneOutput
+    private let sealedKey: PhoneSealedKey?
     /// How long quitting waits for the hang-ups it sends.
     private static let quitWait: Duration = .seconds(5)
 
-    init(serverURL: URL, signIn: PhoneSignIn, script: PhoneScript, output: PhoneOutput) {
+    /// - Parameter sealedKey: the phone's key for sealed calls; without it the phone neither
+    ///   places nor opens them.
+    init(serverURL: URL, signIn: PhoneSignIn, script: PhoneScript, output: PhoneOutput, sealedKey: PhoneSealedKey? = nil) {
         let ui = TerminalCallUI(output: output)
         client = RingRelayClient(
             configuration: .init(
                 serverURL: serverURL, deviceId: signIn.deviceId,
                 reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(500), maximumDelay: .seconds(10)),
-                calls: .init(callbackExecutor: DispatchQueue(label: "ringrelay.phone.calls"))),
+                calls: .init(callbackExecutor: DispatchQueue(label: "ringrelay.phone.calls")),
+                sealedCalls: sealedKey?.configuration { change in Self.reportKeyChange(change, to: output) }),
             systemUI: ui,
             accessToken: { try await signIn.accessToken() },
-            live: NIOLiveTransport())
+            live: NIOLiveTransport(), bindingStore: sealedKey?.file.bindingStore ?? InMemoryBindingStore())
         ui.attach(client.calls)
         self.script = script
         self.output = output
+        self.sealedKey = sealedKey
+    }
+
+    // MARK: Sealed calls
+
+    /// Registers the phone's public key, so callers can seal invites to it; nothing without a key.
+    ///
+    /// The server rings a sealed call only on bindings that carry a key, and a connected device
+    /// only through such a binding of its own. A terminal has no push token, and the server
+    /// knows no binding type that is never pushed, so the key rides on an `apns_voip` binding
+    /// whose token is derived from the key (``PhoneKeyFile/bindingToken``): while the phone is
+    /// connected it is only the fallback of an unacknowledged live ring, it gets no missed-call
+    /// alerts (as `apns_alert` and `fcm` bindings would), and its stated `sandbox` environment
+    /// lets APNs' `BadDeviceToken` invalidate it the first time it is pushed while the phone is
+    /// away. Every run registers the same token again (reviving it), so the binding keeps its id.
+    ///
+    /// - Throws: the server's refusal.
+    func registerSealedKey() async throws {
+        guard let sealedKey else { return }
+        let binding = try await client.register(
+            token: sealedKey.file.bindingToken, type: .apnsVoIP, environment: .sandbox, publicKey: sealedKey.identity.publicKeyBase64)
+        var event = PhoneEvent("key")
+        event.bindingId = binding.id
+        event.keyId = sealedKey.identity.keyId.description
+        event.created = sealedKey.file.created
+        output.emit(
+            event,
+            text: "Sealed calls: \(sealedKey.file.created ? "made a new key" : "key") \(sealedKey.file.url.path) (id \(event.keyId ?? "")), "
+                + "registered on binding \(binding.id).")
+    }
+
+    /// Tells the user that a callee's device keys differ from those sealed to before: a new
+    /// phone, or someone the server let in (trust on first use).
+    private static func reportKeyChange(_ change: DeviceKeyChange, to output: PhoneOutput) {
+        func name(_ key: DeviceKeyChange.Key) -> String { "\(key.bindingId) (\(key.deviceId ?? "no device")) \(key.keyId)" }
+        let added = change.added.map(name)
+        let removed = change.removed.map(name)
+        let changed = change.changed.map { "\(name($0.before)) -> \($0.now.keyId)" }
+        var event = PhoneEvent("keysChanged")
+        event.identity = change.identity
+        event.added = added
+        event.removed = removed
+        event.changed = changed
+        let lines = added.map { "  added:   \($0)" } + removed.map { "  removed: \($0)" } + changed.map { "  changed: \($0)" }
+        output.emit(
+            event,
+            text: "\(change.identity)'s device keys changed since your last sealed call to them (a new phone, or someone the server let in):\n"
+                + lines.joined(separator: "\n"))
     }
 
     /// Connects and runs until `q`, the end of standard input, or an element of `quit`; then
@@ -300,6 +401,7 @@ final class Softphone: Sendable {
             switch event {
             case .incomingCall(let call): incoming(call)
             case .stateChanged(let call, .connected): armHangup(call)
+            case .sealedInviteRefused(let call, let refusal): refused(call, refusal)
             default: break
             }
         }
@@ -345,7 +447,7 @@ final class Softphone: Sendable {
                 output.emit(event, text: "Ready: \(ready.identity) on device \(ready.deviceId). \(Self.help)")
                 if !placedScriptedCall, let callee = script.call {
                     placedScriptedCall = true
-                    Task { await self.placeCall(to: callee) }
+                    Task { await self.placeCall(to: callee, sealed: self.script.sealed) }
                 }
             case .waitingToReconnect(let delay):
                 var event = PhoneEvent("disconnected")
@@ -388,9 +490,20 @@ final class Softphone: Sendable {
         }
     }
 
-    private func placeCall(to callee: String) async {
+    /// A sealed call's box did not open: the call ends as failed, and the user learns why.
+    private func refused(_ call: Call, _ refusal: SealedInviteRefusal) {
+        var event = PhoneEvent("refused", callId: call.serverCallId, uuid: call.uuid)
+        event.reason = refusal.name
+        event.message = refusal.description
+        output.emit(event, text: "Sealed call [\(call.serverCallId ?? "no id")] refused: \(refusal.description)")
+    }
+
+    private func placeCall(to callee: String, sealed: Bool) async {
+        guard !sealed || sealedKey != nil else {
+            return reportError("Could not call \(callee) sealed: start the phone with --key-file for sealed calls.", callId: nil)
+        }
         do {
-            _ = try await client.startCall(to: callee, media: script.media)
+            _ = try await client.startCall(to: callee, sealed: sealed, media: script.media, displayName: script.displayName)
         } catch {
             reportError("Could not call \(callee): \(Self.describe(error))", callId: nil)
         }
@@ -420,8 +533,8 @@ final class Softphone: Sendable {
             }
         case .swap:
             if !client.calls.swap() { output.note("No held call to swap to.") }
-        case .call(let callee):
-            await placeCall(to: callee)
+        case .call(let callee, let sealed):
+            await placeCall(to: callee, sealed: sealed || script.sealed)
         case .list:
             list(calls)
         case .help, .quit:

@@ -39,6 +39,7 @@ final class Transcript: Sendable {
             case .infoChanged: "\(id) info"
             case .muteChanged(_, let muted): "\(id) muted \(muted)"
             case .dtmf(_, let digits): "\(id) dtmf \(digits)"
+            case .sealedInviteRefused(_, let refusal): "\(id) refused \(refusal)"
             }
         lines.withLock { $0.append(line) }
     }

@@ -2,6 +2,7 @@ import Foundation
 import RingRelayKit
 import RingRelayTesting
 import RingRelayWire
+import Synchronization
 import Testing
 
 /// Sealed rings on the callee's device: the Notification Service Extension's decision, and a
@@ -116,8 +117,15 @@ import Testing
         for opener in [world.opener(), nil] {
             let ui = RecordingSystemUI()
             let manager = Self.manager(ui, opener: opener)
+            let refusals = Mutex<[SealedInviteRefusal]>([])
+            let observation = manager.addObserver { event in
+                if case .sealedInviteRefused(_, let refusal) = event { refusals.withLock { $0.append(refusal) } }
+            }
+            defer { observation.cancel() }
             let call = try #require(manager.handlePush(Self.alertPush(callId: "call_1", box: tampered.base64EncodedString())).call)
             #expect(await eventually { ui.endReasons(for: call.uuid) == [.failed] })
+            // Observers hear why, when there was an opener to refuse it.
+            #expect(refusals.withLock { $0 } == (opener == nil ? [] : [.tampered]))
             #expect(call.state == .ended(.failed))
             #expect(ui.incomingReports.count == 1)
             #expect(!ui.records.contains { if case .updated = $0 { true } else { false } })

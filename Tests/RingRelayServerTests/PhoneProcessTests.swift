@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
@@ -61,13 +62,28 @@ import Testing
 
     /// A live in-process server with an account; `body` gets its URL and account key.
     static func withServer(_ body: @Sendable (any TestClientProtocol, String, String, TemporaryDirectory) async throws -> Void) async throws {
+        try await withServer { client, url, key, directory, _ in try await body(client, url, key, directory) }
+    }
+
+    /// As ``withServer(_:)``, and `body` gets the server's clock too. It stands still at the
+    /// start, while the phones' clocks run: a phone ignores a ring whose end (45 s after the
+    /// server's now) has passed by its own clock, so a test that may take longer on a loaded
+    /// machine calls ``catchUp(_:)`` before each call.
+    static func withServer(
+        _ body: @Sendable (any TestClientProtocol, String, String, TemporaryDirectory, ManualWallClock) async throws -> Void
+    ) async throws {
         let server = try await TestServer.make(start: Date())
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         try await server.withClient(.live) { client in
             let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
-            try await body(client, "http://127.0.0.1:\(try #require(client.port))", key, directory)
+            try await body(client, "http://127.0.0.1:\(try #require(client.port))", key, directory, server.clock)
         }
+    }
+
+    /// Moves the server's clock to the phones' time.
+    static func catchUp(_ clock: ManualWallClock) {
+        clock.advance(by: max(0, Date().timeIntervalSince(clock.now)))
     }
 
     @Test func twoPhonesOfOneIdentityRingAndTheAutoAnswerWins() async throws {
@@ -189,12 +205,171 @@ import Testing
         }
     }
 
+    /// A sealed call between two phones with key files: the caller's name travels only in the
+    /// box, which the callee's phone opens; the server's record knows nothing of it.
+    @Test func twoPhonesWithKeyFilesPlaceAndAnswerASealedCall() async throws {
+        try await Self.withServer { client, url, key, directory, clock in
+            let bobKey = directory.appending("bob.key")
+            let aliceKey = directory.appending("alice.key")
+            let bob = try Phone(
+                ["--server", url, "--api-key", key, "--identity", "bob", "--device-id", "bob-1", "--key-file", bobKey, "--auto-answer", "300ms"],
+                directory: directory.path)
+            let bobBinding = try await bob.waitFor("key") { $0["event"] == "key" }
+            #expect(bobBinding["bindingId"]?.hasPrefix("bnd_") == true)
+            try await bob.waitFor("ready") { $0["event"] == "ready" }
+
+            Self.catchUp(clock)
+            let alice = try Phone(
+                [
+                    "--server", url, "--api-key", key, "--identity", "alice", "--device-id", "alice-1", "--key-file", aliceKey,
+                    "--sealed", "--call", "bob", "--display-name", "Alice Liddell", "--hangup-after", "1s",
+                ],
+                directory: directory.path)
+            let outgoing = try await alice.waitFor("outgoing") { $0["event"] == "outgoing" }
+            let callID = try #require(outgoing["callId"])
+            // Bob's phone rings at once, then shows Alice from the box it opened.
+            let opened = try await bob.waitFor("opened") { $0["event"] == "opened" && $0["callId"] == callID }
+            #expect(opened["from"] == "alice")
+            #expect(opened["displayName"] == "Alice Liddell")
+            #expect(opened["media"] == "audio")
+            try await bob.waitFor("ended") { $0["event"] == "ended" && $0["callId"] == callID }
+            // Bob's phone may answer before the box opened: the order of those two varies.
+            let bobEvents = bob.events(of: callID)
+            #expect(bobEvents.first == "incoming" && bobEvents.last == "ended" && Set(bobEvents) == ["incoming", "opened", "connected", "ended"])
+            #expect(alice.events(of: callID) == ["outgoing", "connected", "ended"])
+            // The first sealed call to Bob records his keys: nothing to report.
+            #expect(!alice.events.contains { $0["event"] == "keysChanged" })
+
+            let record = try await client.send(.get, "/v1/calls/\(callID)", token: key).decode(CallResource.self)
+            #expect(record.sealed == true)
+            #expect(record.displayName == nil)
+            #expect(record.metadata == nil)
+            let keys = try await client.send(.get, "/v1/identities/bob/keys", token: key).decode(DeviceKeyList.self)
+            #expect(keys.data.map(\.bindingId) == [bobBinding["bindingId"]])
+            #expect(keys.data.first?.deviceId == "bob-1")
+
+            try await alice.stop()
+            try await bob.stop()
+            // The keys stayed in their files, only their owner may read them, and no output showed them.
+            for path in [bobKey, aliceKey] {
+                let attributes = try FileManager.default.attributesOfItem(atPath: path)
+                #expect((attributes[.posixPermissions] as? Int) == 0o600)
+                let pem = try String(contentsOfFile: path, encoding: .utf8)
+                let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+                for phone in [alice, bob] {
+                    #expect(!phone.process.stdout.contains(body) && !phone.process.stderr.contains(body))
+                    #expect(!phone.process.stdout.contains("PRIVATE KEY"))
+                }
+            }
+            #expect(FileManager.default.fileExists(atPath: bobKey + ".opened-invites.json"))
+            #expect(FileManager.default.fileExists(atPath: aliceKey + ".known-device-keys.json"))
+        }
+    }
+
+    /// Bob's phone comes back with a new key: the next sealed call tells Alice's phone his keys
+    /// changed; and when his device's key on the server is not his, his phone refuses the box and
+    /// says why.
+    @Test func aNewKeyIsReportedToTheCallerAndAnUnopenableBoxIsRefused() async throws {
+        try await Self.withServer { client, url, key, directory, clock in
+            try await Self.replaceBobsKeyBetweenSealedCalls(client: client, url: url, key: key, directory: directory, clock: clock)
+        }
+    }
+
+    /// The steps of ``aNewKeyIsReportedToTheCallerAndAnUnopenableBoxIsRefused()``, outside the
+    /// server closure (Swift 6.3.1's region analysis crashes on them inside it).
+    static func replaceBobsKeyBetweenSealedCalls(
+        client: any TestClientProtocol, url: String, key: String, directory: TemporaryDirectory, clock: ManualWallClock
+    ) async throws {
+        let bobKey = directory.appending("bob.key")
+        let bobArguments = [
+            "--server", url, "--api-key", key, "--identity", "bob", "--device-id", "bob-1", "--key-file", bobKey, "--auto-answer", "200ms",
+        ]
+        // Each run of Alice's phone places one sealed call; her key file and the keys she
+        // sealed to before carry over from run to run.
+        let aliceArguments = [
+            "--server", url, "--api-key", key, "--identity", "alice", "--key-file", directory.appending("alice.key"), "--sealed", "--call", "bob",
+            "--hangup-after", "500ms",
+        ]
+
+        let bob1 = try Phone(bobArguments, directory: directory.path)
+        let first = try await bob1.waitFor("key") { $0["event"] == "key" }
+        try await bob1.waitFor("ready") { $0["event"] == "ready" }
+        Self.catchUp(clock)
+        let alice1 = try Phone(aliceArguments, directory: directory.path)
+        let outgoing1 = try await alice1.waitFor("outgoing") { $0["event"] == "outgoing" }
+        let firstCall = try #require(outgoing1["callId"])
+        try await bob1.waitFor("opened") { $0["event"] == "opened" && $0["callId"] == firstCall }
+        try await alice1.waitFor("ended") { $0["event"] == "ended" && $0["callId"] == firstCall }
+        #expect(!alice1.events.contains { $0["event"] == "keysChanged" })
+        try await alice1.stop()
+        try await bob1.stop()
+
+        // A new key on the same device: the old binding is deleted, the new one listed.
+        try FileManager.default.removeItem(atPath: bobKey)
+        let bob2 = try Phone(bobArguments, directory: directory.path)
+        let second = try await bob2.waitFor("key") { $0["event"] == "key" }
+        #expect(second["bindingId"] != first["bindingId"])
+        #expect(second["keyId"] != first["keyId"])
+        let keys = try await client.send(.get, "/v1/identities/bob/keys", token: key).decode(DeviceKeyList.self)
+        #expect(keys.data.map(\.bindingId) == [second["bindingId"]])
+        try await bob2.waitFor("ready") { $0["event"] == "ready" }
+        Self.catchUp(clock)
+        let alice2 = try Phone(aliceArguments, directory: directory.path)
+        let outgoing2 = try await alice2.waitFor("outgoing") { $0["event"] == "outgoing" }
+        let secondCall = try #require(outgoing2["callId"])
+        let change = try await alice2.waitFor("keysChanged") { $0["event"] == "keysChanged" }
+        #expect(change["identity"] == "bob")
+        // The report names Bob's new key.
+        let reports = alice2.process.stdout.split(separator: "\n").filter { $0.contains("keysChanged") }
+        #expect(reports.count == 1 && reports[0].contains(second["keyId"] ?? "no key id"), "\(reports)")
+        try await bob2.waitFor("opened") { $0["event"] == "opened" && $0["callId"] == secondCall }
+        try await alice2.waitFor("ended") { $0["event"] == "ended" && $0["callId"] == secondCall }
+        try await alice2.stop()
+
+        // Someone with the account key puts a key of theirs on Bob's device and removes his:
+        // Alice's phone reports it, and Bob's phone cannot open the box sealed to it.
+        let foreignKey = P256.KeyAgreement.PrivateKey().publicKey.x963Representation.base64EncodedString()
+        let foreign = try await client.send(
+            .post, "/v1/bindings", token: key,
+            json:
+                #"{"identity":"bob","type":"apns_voip","token":"\#(String(repeating: "ab", count: 32))","deviceId":"bob-1","publicKey":"\#(foreignKey)"}"#
+        )
+        #expect(foreign.status == .created)
+        #expect(try await client.send(.delete, "/v1/bindings/\(try #require(second["bindingId"]))", token: key).status == .noContent)
+        Self.catchUp(clock)
+        let alice3 = try Phone(aliceArguments, directory: directory.path)
+        let outgoing3 = try await alice3.waitFor("outgoing") { $0["event"] == "outgoing" }
+        let thirdCall = try #require(outgoing3["callId"])
+        try await alice3.waitFor("keysChanged") { $0["event"] == "keysChanged" }
+        let refused = try await bob2.waitFor("refused") { $0["event"] == "refused" && $0["callId"] == thirdCall }
+        #expect(refused["reason"] == "wrongKey")
+        #expect(refused["message"]?.contains("another public key") == true)
+        let ended = try await bob2.waitFor("ended") { $0["event"] == "ended" && $0["callId"] == thirdCall }
+        #expect(ended["reason"] == "failed")
+        #expect(!bob2.events(of: thirdCall).contains("opened"))
+        try await bob2.stop()
+        try await alice3.stop()
+    }
+
     @Test func badSignInFailsFastWithTheServersMessage() async throws {
-        try await Self.withServer { _, url, _, directory in
+        try await Self.withServer { _, url, key, directory in
             let run = try await ServerProcess.run(
                 ["phone", "--server", url, "--api-key", "rrk_not-a-key", "--identity", "bob"], directory: directory.path)
             #expect(run.status == 1)
             #expect(run.stderr.contains("401"), "\(run.stderr)")
+            // A sealed call needs the phone's key.
+            let keyless = try await ServerProcess.run(
+                ["phone", "--server", url, "--api-key", key, "--identity", "bob", "--sealed", "--no-input"], directory: directory.path)
+            #expect(keyless.status != 0)
+            #expect(keyless.stderr.contains("--key-file"), "\(keyless.stderr)")
+            // A key file others may read stops the phone before it signs in, without showing the key.
+            let loose = directory.appending("loose.key")
+            _ = try PhoneKeyFile.loadOrCreate(at: loose)
+            try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: loose)
+            let refused = try await ServerProcess.run(
+                ["phone", "--server", url, "--api-key", key, "--identity", "bob", "--key-file", loose, "--no-input"], directory: directory.path)
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("chmod 600") && !refused.stderr.contains("PRIVATE KEY"), "\(refused.stderr)")
             let missing = try await ServerProcess.run(["phone", "--server", url], directory: directory.path)
             #expect(missing.status != 0)
             #expect(missing.stderr.contains("--token"), "\(missing.stderr)")
@@ -209,7 +384,9 @@ import Testing
         #expect(PhoneDuration(argument: "soon") == nil)
         #expect(PhoneDuration(argument: "-1s") == nil)
         #expect(Softphone.Command(line: "a") == .answer)
-        #expect(Softphone.Command(line: "  c   carol ") == .call("carol"))
+        #expect(Softphone.Command(line: "  c   carol ") == .call("carol", sealed: false))
+        #expect(Softphone.Command(line: "c carol Sealed") == .call("carol", sealed: true))
+        #expect(Softphone.Command(line: "c carol later") == .unknown("c carol later"))
         #expect(Softphone.Command(line: "c") == .unknown("c"))
         #expect(Softphone.Command(line: "Q") == .quit)
         #expect(Softphone.Command(line: "   ") == nil)

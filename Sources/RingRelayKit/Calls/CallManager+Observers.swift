@@ -25,12 +25,15 @@ extension CallManager {
         /// them through your media engine (RFC 4733 events, SIP INFO, the provider SDK's
         /// `sendDigits`).
         case dtmf(Call, digits: String)
+        /// The sealed invite of an incoming call did not open, for this reason: the call ends as
+        /// failed right after. Tell the user why (a changed key is fixed by registering it again).
+        case sealedInviteRefused(Call, SealedInviteRefusal)
 
         /// The call the event is about.
         public var call: Call {
             switch self {
             case .incomingCall(let call), .outgoingCall(let call), .stateChanged(let call, _), .infoChanged(let call),
-                .muteChanged(let call, _), .dtmf(let call, _):
+                .muteChanged(let call, _), .dtmf(let call, _), .sealedInviteRefused(let call, _):
                 call
             }
         }

@@ -4,7 +4,8 @@ import RingRelayWire
 extension CallManager {
     /// Opens the box of a sealed ring (a VoIP push or a live `call.incoming` that carries one),
     /// which was reported at once without a caller: the caller, media and metadata come from
-    /// the box. A box that does not open ends the call as failed: it must not ring as it claims.
+    /// the box. A box that does not open ends the call as failed, after observers heard why: it
+    /// must not ring as it claims.
     func openSealedRing(_ box: String, for call: Call) {
         guard let sealedInvites else {
             // This device cannot read sealed invites: nothing trustworthy to show.
@@ -16,6 +17,7 @@ extension CallManager {
                 let payload = try await sealedInvites.open(box)
                 self?.show(payload, in: call)
             } catch {
+                self?.publish(.sealedInviteRefused(call, error))
                 self?.finish(call, reason: .failed, reportToSystem: true)
             }
         }
