@@ -239,7 +239,7 @@ struct DeviceProcess {
 
     /// Sends the child a command line.
     func send(_ command: String) {
-        input.fileHandleForWriting.write(Data((command + "\n").utf8))
+        try? input.fileHandleForWriting.write(contentsOf: Data((command + "\n").utf8))
     }
 
     /// Closes the child's stdin and waits for it to exit, killing it after `timeout`.

@@ -83,7 +83,7 @@ struct BenchServer {
         guard process.isRunning else { return }
         process.interrupt()
         if await !process.exits(within: timeout) {
-            FileHandle.standardError.write(Data("The server did not stop within \(timeout) of SIGINT; killed it.\n".utf8))
+            printError("The server did not stop within \(timeout) of SIGINT; killed it.")
             kill(process.processIdentifier, SIGKILL)
         }
     }

@@ -23,7 +23,7 @@ public struct JSONLogHandler: LogHandler {
 
     /// A handler writing to standard error, one `write` per line.
     public static func standardError(label: String) -> JSONLogHandler {
-        JSONLogHandler(label: label) { line in FileHandle.standardError.write(Data(line.utf8)) }
+        JSONLogHandler(label: label) { line in try? FileHandle.standardError.write(contentsOf: Data(line.utf8)) }
     }
 
     init(label: String, metadataProvider: Logger.MetadataProvider? = nil, write: @escaping @Sendable (String) -> Void) {
