@@ -324,6 +324,9 @@ final class Softphone: Sendable {
     private let sealedKey: PhoneSealedKey?
     /// How long quitting waits for the hang-ups it sends.
     private static let quitWait: Duration = .seconds(5)
+    /// Commands sent and not yet answered (a hang-up, an answer): quitting waits for them, so a
+    /// call the phone said it ended is ended on the server too.
+    private let commandsInFlight = Mutex(0)
 
     /// - Parameter sealedKey: the phone's key for sealed calls; without it the phone neither
     ///   places nor opens them.
@@ -558,6 +561,8 @@ final class Softphone: Sendable {
 
     /// Runs an action on a call; a failure becomes an `error` event.
     private func act(on call: Call, _ name: String, _ action: () async throws -> Void) async {
+        commandsInFlight.withLock { $0 += 1 }
+        defer { commandsInFlight.withLock { $0 -= 1 } }
         do {
             try await action()
         } catch {
@@ -569,13 +574,14 @@ final class Softphone: Sendable {
     /// calls that ring keep ringing on the identity's other devices.
     private func hangUpForQuit() async {
         let calls = client.calls.calls.filter { $0.state.isInProgress || $0.state == .connecting || $0.direction == .outgoing }
-        guard !calls.isEmpty else { return }
         await Self.wait(atMost: Self.quitWait) {
             await withTaskGroup(of: Void.self) { group in
                 for call in calls {
                     group.addTask { await self.act(on: call, "hang up") { try await call.end() } }
                 }
             }
+            // Commands started before the quit (a scripted hang-up that just fired) finish too.
+            while self.commandsInFlight.withLock({ $0 }) > 0 { try? await Task.sleep(for: .milliseconds(20)) }
         }
     }
 

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import protocol RingRelayCore.WallClock
 import RingRelayKit
 import RingRelayTesting
 import RingRelayWire
@@ -26,7 +27,7 @@ import Testing
         /// A connected SDK client for one device.
         func device(_ identity: String, _ deviceID: String) async throws -> SDKDevice {
             let token = try await client.accessToken(identity: identity, deviceID: deviceID, key: key)
-            let device = SDKDevice(port: port, deviceID: deviceID, token: token)
+            let device = SDKDevice(port: port, deviceID: deviceID, token: token, clock: clock)
             await device.client.connect()
             try await device.waitUntilConnected()
             return device
@@ -258,7 +259,7 @@ import Testing
             let minted = Counter()
             let client = world.client
             let key = world.key
-            let bob = SDKDevice(port: world.port, deviceID: "b1") {
+            let bob = SDKDevice(port: world.port, deviceID: "b1", clock: world.clock) {
                 return minted.increment() == 1 ? first : try await client.accessToken(identity: "bob", deviceID: "b1", key: key, ttl: 3600)
             }
             await bob.client.connect()
@@ -349,16 +350,20 @@ struct SDKDevice: Sendable {
     let client: RingRelayClient
     let ui = RecordingCallUI()
 
-    init(port: Int, deviceID: String, token: String) {
-        self.init(port: port, deviceID: deviceID, accessToken: { token })
+    init(port: Int, deviceID: String, token: String, clock: (any WallClock)? = nil) {
+        self.init(port: port, deviceID: deviceID, clock: clock, accessToken: { token })
     }
 
-    init(port: Int, deviceID: String, accessToken: @escaping @Sendable () async throws -> String) {
+    /// A device; with `clock` (the test server's), it judges ring expiry by the server's time, so
+    /// a frozen test clock and a slow, loaded machine do not make a fresh ring look stale.
+    init(port: Int, deviceID: String, clock: (any WallClock)? = nil, accessToken: @escaping @Sendable () async throws -> String) {
+        let now: @Sendable () -> Date
+        if let clock { now = { clock.now } } else { now = { Date() } }
         client = RingRelayClient(
             configuration: .init(
                 serverURL: URL(string: "http://127.0.0.1:\(port)")!, deviceId: deviceID,
                 reconnectPolicy: ReconnectPolicy(initialDelay: .milliseconds(100), maximumDelay: .seconds(1)),
-                calls: .init(callbackExecutor: DispatchQueue(label: "sdk-test-\(deviceID)"))),
+                calls: .init(callbackExecutor: DispatchQueue(label: "sdk-test-\(deviceID)"), now: now)),
             systemUI: ui,
             accessToken: accessToken,
             http: URLSessionHTTPTransport(), live: NIOLiveTransport())
