@@ -44,7 +44,10 @@ import Testing
         var all: [Duration] { values.withLock { $0 } }
     }
 
-    static func harness(timeout: Duration = .seconds(5), clock: ManualWallClock = ManualWallClock(start: Date())) async throws -> Harness {
+    /// A client against a fresh simulator. The default request timeout is long (30 s): tests count
+    /// attempts and connections, and a test process starved by a build beside it must not turn a
+    /// slow first answer into a timeout and one more attempt.
+    static func harness(timeout: Duration = .seconds(30), clock: ManualWallClock = ManualWallClock(start: Date())) async throws -> Harness {
         let simulator = try APNsSimulator()
         try await simulator.start()
         let directory = try TemporaryDirectory()

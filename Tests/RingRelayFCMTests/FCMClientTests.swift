@@ -53,7 +53,10 @@ struct FCMClientTests {
             projectID: account["project_id"] ?? "", clientEmail: account["client_email"] ?? "", tokenURI: account["token_uri"] ?? "")
     }
 
-    static func harness(timeout: Duration = .seconds(5), endpointPath: String = "") async throws -> Harness {
+    /// A client against a fresh simulator. The default request timeout is long (30 s): tests count
+    /// attempts, and a test process starved by a build beside it must not turn a slow first
+    /// answer (TLS, the access token, the send) into a timeout and one more attempt.
+    static func harness(timeout: Duration = .seconds(30), endpointPath: String = "") async throws -> Harness {
         let clock = ManualWallClock(start: Date())
         var simulatorConfiguration = FCMSimulator.Configuration()
         simulatorConfiguration.clock = clock
@@ -115,7 +118,7 @@ struct FCMClientTests {
 
     @Test func manyMessagesShareOneConnectionAndOneAccessToken() async throws {
         // Mints are counted: a generous timeout, so a starved test process never retries an exchange.
-        let harness = try await Self.harness(timeout: .seconds(30))
+        let harness = try await Self.harness()
         try await withThrowingTaskGroup(of: PushOutcome.self) { group in
             for index in 0..<50 {
                 group.addTask { try await harness.push(Self.token(index)) }
@@ -135,7 +138,7 @@ struct FCMClientTests {
 
     @Test func accessTokenIsRefreshedBeforeItExpires() async throws {
         // Mints are counted: a generous timeout, so a starved test process never retries an exchange.
-        let harness = try await Self.harness(timeout: .seconds(30))
+        let harness = try await Self.harness()
         #expect(try await harness.push(Self.token(1)).disposition == .delivered)
         harness.clock.advance(by: 56 * 60)  // under 5 minutes left of 3599 s
         #expect(try await harness.push(Self.token(2)).disposition == .delivered)
@@ -214,7 +217,7 @@ struct FCMClientTests {
     @Test func retryAfterIsHonouredWhileTheRingLasts() async throws {
         // Sleeps are counted: a generous timeout, so a starved test process never times out an
         // attempt and backs off before the Retry-After it is here to see.
-        let harness = try await Self.harness(timeout: .seconds(30))
+        let harness = try await Self.harness()
         harness.simulator.setBehaviour(.error(.quotaExceeded, retryAfter: 3), forRegistrationToken: Self.token(8), times: 1)
         let outcome = try await harness.push(Self.token(8))
         #expect(outcome.disposition == .delivered)
@@ -315,7 +318,7 @@ struct FCMClientTests {
 
     @Test func revokedAccessTokenIsReplacedOnce() async throws {
         // Mints are counted: a generous timeout, so a starved test process never retries an exchange.
-        let harness = try await Self.harness(timeout: .seconds(30))
+        let harness = try await Self.harness()
         #expect(try await harness.push(Self.token(17)).disposition == .delivered)
         harness.simulator.revokeAccessTokens()
         harness.clock.advance(by: 120)
@@ -330,7 +333,7 @@ struct FCMClientTests {
 
     @Test func freshAccessTokenRefusedByFCMIsAConfigurationFault() async throws {
         // Mints are counted: a generous timeout, so a starved test process never retries an exchange.
-        let harness = try await Self.harness(timeout: .seconds(30))
+        let harness = try await Self.harness()
         #expect(try await harness.push(Self.token(19)).disposition == .delivered)
         harness.simulator.revokeAccessTokens()
         let outcome = try await harness.push(Self.token(19))
