@@ -22,10 +22,7 @@ import Testing
         let simulator = try FCMSimulator()
         try await simulator.start()
         var configured = try await TestServer.make(start: Date())
-        let caFile = configured.directory.appending("fcm.pem")
-        try simulator.writeCertificate(toFile: caFile)
-        configured.configuration.fcm.endpoint = simulator.url
-        configured.configuration.fcm.extraTrustRootsFile = caFile
+        try configured.pushThrough(simulator)
         configured.configuration.fcm.requestTimeout = .seconds(10)
         configured.configuration.fcm.retryBaseDelay = .milliseconds(5)
         let server = configured

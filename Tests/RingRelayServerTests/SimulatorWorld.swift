@@ -57,27 +57,15 @@ struct SimulatorWorld {
         let fcm = try FCMSimulator()
         try await fcm.start()
         var server = try await TestServer.make(start: Date())
-        let caFile = server.directory.appending("simulators.pem")
-        try apns.writeCertificate(toFile: caFile + ".apns")
-        try fcm.writeCertificate(toFile: caFile + ".fcm")
-        try (String(contentsOfFile: caFile + ".apns", encoding: .utf8) + String(contentsOfFile: caFile + ".fcm", encoding: .utf8))
-            .write(toFile: caFile, atomically: true, encoding: .utf8)
-        server.configuration.apns.productionEndpoint = apns.url
-        server.configuration.apns.sandboxEndpoint = apns.url
-        server.configuration.apns.extraTrustRootsFile = caFile
-        server.configuration.fcm.endpoint = fcm.url
-        server.configuration.fcm.extraTrustRootsFile = caFile
+        try server.pushThrough(apns)
+        try server.pushThrough(fcm)
         // Devices ack at once; a long window keeps a starved test process from missing it.
         server.configuration.liveFallback = .seconds(10)
         let configured = server
-        let signing = P256.Signing.PrivateKey()
-        apns.registerSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", publicKey: signing.publicKey, topics: [TestServer.bundleID])
+        let apnsCredential = TestServer.apnsCredential(knownTo: apns)
         try await configured.withClient(.live) { client in
             let key = try await client.createAccount("acme", admin: configured.adminToken).apiKey
-            let apnsCredential = try JSONSerialization.data(withJSONObject: [
-                "teamId": "TEAM123456", "keyId": "KEY1234567", "privateKey": signing.pemRepresentation, "topic": TestServer.bundleID,
-            ])
-            #expect(try await client.send(.put, "/v1/credentials/apns", token: key, json: String(decoding: apnsCredential, as: UTF8.self)).status == .ok)
+            #expect(try await client.send(.put, "/v1/credentials/apns", token: key, json: apnsCredential).status == .ok)
             let serviceAccount = try fcm.makeServiceAccount(projectID: FCMTestPushTests.projectID, privateKeyPEM: FCMTestPushTests.sharedKeyPEM)
             #expect(
                 try await client.send(.put, "/v1/credentials/fcm", token: key, json: try FCMTestPushTests.credentialBody(serviceAccount)).status

@@ -8,6 +8,7 @@ import NIOCore
 import NIOFoundationEssentialsCompat
 import RingRelayAPNs
 import RingRelayCore
+import RingRelayFCM
 import RingRelayStore
 import RingRelayTesting
 import RingRelayWire
@@ -67,25 +68,43 @@ extension TestServer {
         let simulator = try APNsSimulator()
         try await simulator.start()
         var configured = try await TestServer.make(start: Date())
-        let caFile = configured.directory.appending("apns.pem")
-        try simulator.writeCertificate(toFile: caFile)
-        configured.configuration.apns.productionEndpoint = simulator.url
-        configured.configuration.apns.sandboxEndpoint = simulator.url
-        configured.configuration.apns.extraTrustRootsFile = caFile
+        try configured.pushThrough(simulator)
         configured.configuration.apns.requestTimeout = .seconds(10)
         configured.configuration.apns.retryBaseDelay = .milliseconds(5)
         configure(&configured.configuration)
         let server = configured
-        let key = P256.Signing.PrivateKey()
-        simulator.registerSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", publicKey: key.publicKey, topics: [TestServer.bundleID])
-        let p8 = key.pemRepresentation
+        let credential = TestServer.apnsCredential(knownTo: simulator)
         try await server.withClient(setup) { client in
             let apiKey = try await client.createAccount("acme", admin: server.adminToken).apiKey
-            let credential = try JSONSerialization.data(withJSONObject: ["teamId": "TEAM123456", "keyId": "KEY1234567", "privateKey": p8, "topic": TestServer.bundleID])
-            #expect(try await client.send(.put, "/v1/credentials/apns", token: apiKey, json: String(decoding: credential, as: UTF8.self)).status == .ok)
+            #expect(try await client.send(.put, "/v1/credentials/apns", token: apiKey, json: credential).status == .ok)
             try await body(server, simulator, client, apiKey)
         }
         try await simulator.shutdown()
+    }
+
+    /// Points the server's APNs client at `simulator`, trusting its certificate.
+    mutating func pushThrough(_ simulator: APNsSimulator) throws {
+        let caFile = directory.appending("apns-simulator.pem")
+        try simulator.writeCertificate(toFile: caFile)
+        configuration.apns.productionEndpoint = simulator.url
+        configuration.apns.sandboxEndpoint = simulator.url
+        configuration.apns.extraTrustRootsFile = caFile
+    }
+
+    /// Points the server's FCM client at `simulator`, trusting its certificate.
+    mutating func pushThrough(_ simulator: FCMSimulator) throws {
+        let caFile = directory.appending("fcm-simulator.pem")
+        try simulator.writeCertificate(toFile: caFile)
+        configuration.fcm.endpoint = simulator.url
+        configuration.fcm.extraTrustRootsFile = caFile
+    }
+
+    /// The body of `PUT /v1/credentials/apns` for a new token key that `simulator` knows.
+    static func apnsCredential(knownTo simulator: APNsSimulator) -> String {
+        let key = P256.Signing.PrivateKey()
+        simulator.registerSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", publicKey: key.publicKey, topics: [bundleID])
+        let body: [String: String] = ["teamId": "TEAM123456", "keyId": "KEY1234567", "privateKey": key.pemRepresentation, "topic": bundleID]
+        return String(decoding: (try? JSONSerialization.data(withJSONObject: body)) ?? Data(), as: UTF8.self)
     }
 }
 

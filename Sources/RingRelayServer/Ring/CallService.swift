@@ -54,9 +54,10 @@ struct CallService: Sendable {
                 name, field: "displayName", maxCharacters: Self.maxDisplayNameLength, maxBytes: Self.maxDisplayNameBytes)
         }
         if let avatarURL = request.avatarUrl { try Self.validateAvatarURL(avatarURL, sealed: request.sealed != nil) }
-        let boxes = try Self.sealed(request.sealed ?? [])
+        let invites = request.sealed ?? []
+        try Self.validateSealed(invites)
         var sealed: [(binding: Binding, box: String)] = []
-        if !boxes.isEmpty {
+        if !invites.isEmpty {
             // A sealed call carries no plaintext about the caller: what it would say goes in the boxes.
             if request.displayName != nil {
                 throw RingRelayError.invalidField("displayName", "must not be given with 'sealed': put it inside the sealed invites.")
@@ -64,7 +65,7 @@ struct CallService: Sendable {
             if request.metadata != nil {
                 throw RingRelayError.invalidField("metadata", "must not be given with 'sealed': put it inside the sealed invites.")
             }
-            sealed = try await Self.sealedBindings(request.sealed ?? [], callee: request.to, accountID: scope.accountID, store: store)
+            sealed = try await Self.sealedBindings(invites, callee: request.to, accountID: scope.accountID, store: store)
         }
         let ifBusy = try request.ifBusy.map(Self.busyPolicy)
 
@@ -73,7 +74,7 @@ struct CallService: Sendable {
             id: ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
             callerName: request.displayName, callerAvatarURL: request.avatarUrl, callee: request.to, media: media, metadata: metadata,
             state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now,
-            notifyMissed: request.notifyMissed, isSealed: !boxes.isEmpty)
+            notifyMissed: request.notifyMissed, isSealed: !invites.isEmpty)
         let result: Ringer.Result
         switch try await ringer.create(call) {
         case .existing(let existing):
@@ -270,9 +271,10 @@ struct CallService: Sendable {
         }
     }
 
-    /// Checks sealed invites; returns the boxes by binding id.
-    private static func sealed(_ invites: [SealedInvite]) throws(RingRelayError) -> [String: String] {
-        var boxes: [String: String] = [:]
+    /// Checks sealed invites' shapes: binding ids, base64 boxes within the size limit, no binding
+    /// named twice.
+    private static func validateSealed(_ invites: [SealedInvite]) throws(RingRelayError) {
+        var named: Set<String> = []
         for (index, invite) in invites.enumerated() {
             guard invite.bindingId.hasPrefix("\(ResourceID.binding)_") else {
                 throw .invalidField("sealed[\(index)].bindingId", "must be the id of one of the callee's bindings (bnd_…).")
@@ -280,11 +282,10 @@ struct CallService: Sendable {
             guard (1...maxSealedBoxLength).contains(invite.box.count), Data(base64Encoded: invite.box) != nil else {
                 throw .invalidField("sealed[\(index)].box", "must be base64, at most \(maxSealedBoxLength) characters.")
             }
-            guard boxes.updateValue(invite.box, forKey: invite.bindingId) == nil else {
+            guard named.insert(invite.bindingId).inserted else {
                 throw .invalidField("sealed[\(index)].bindingId", "names a binding twice.")
             }
         }
-        return boxes
     }
 }
 
