@@ -105,12 +105,8 @@ final class RingExecutor: Sendable {
     var inFlightCount: Int { inFlight.withLock { $0.count } }
 
     /// Runs one delivery as a counted task: rings, records the answer, reports it.
-    ///
-    /// Counted before the task exists, so a drain never misses it; the lock is held only for the
-    /// count, never while a task is created or runs.
     private func start(_ step: Step, of ring: Ring, answering continuation: AsyncStream<Delivery>.Continuation) {
-        inFlight.withLock { $0.count += 1 }
-        Task {
+        counted {
             let answered: Delivery
             switch step {
             case .live(let live): answered = await self.ringLive(live, of: ring)
@@ -118,6 +114,15 @@ final class RingExecutor: Sendable {
             }
             self.store.recordDeliveries([answered])
             continuation.yield(answered)
+        }
+    }
+
+    /// Runs `work` as a task a drain waits for. Counted before the task exists, so a drain never
+    /// misses it; the lock is held only for the count, never while a task is created or runs.
+    private func counted(_ work: @escaping @Sendable () async -> Void) {
+        inFlight.withLock { $0.count += 1 }
+        Task {
+            await work()
             self.finished()
         }
     }
@@ -183,11 +188,7 @@ final class RingExecutor: Sendable {
         guard !pushes.isEmpty else { return }
         store.recordDeliveries(pushes.map(\.push.delivery))
         for (push, payload) in pushes {
-            inFlight.withLock { $0.count += 1 }
-            Task {
-                self.store.recordDeliveries([await self.push(push, payload: payload, deadline: deadline, logger: logger)])
-                self.finished()
-            }
+            counted { self.store.recordDeliveries([await self.push(push, payload: payload, deadline: deadline, logger: logger)]) }
         }
     }
 
