@@ -107,6 +107,13 @@ public struct Call: Sendable, Hashable {
     /// Whether the caller sealed its invites: the server knows nothing about the call beyond who
     /// and when, and says nothing more (a missed-call notice is neutral).
     public var isSealed: Bool
+    /// For a call to several identities at once, how it rings and where each one stands; `nil` for
+    /// a call to one identity (``callee``), whose ``state`` says it all. ``callee`` is then the
+    /// first identity named.
+    public var group: RingGroup?
+    /// Counts the call's changes: a ring group's changes are applied only to the version they were
+    /// computed from (``CallStore/updateCall(_:expectedVersion:)``).
+    public var version: Int
 
     /// Creates a call.
     public init(
@@ -114,7 +121,7 @@ public struct Call: Sendable, Hashable {
         callee: String,
         media: CallMedia = .audio, metadata: String? = nil, state: CallState, externalID: String?, createdAt: Date, ringDeadline: Date,
         updatedAt: Date, answeredAt: Date? = nil, answeredBy: String? = nil, endedAt: Date? = nil, endReason: CallEndReason? = nil,
-        endedBy: String? = nil, notifyMissed: Bool? = nil, isSealed: Bool = false
+        endedBy: String? = nil, notifyMissed: Bool? = nil, isSealed: Bool = false, group: RingGroup? = nil, version: Int = 0
     ) {
         self.id = id
         self.accountID = accountID
@@ -137,12 +144,32 @@ public struct Call: Sendable, Hashable {
         self.endedBy = endedBy
         self.notifyMissed = notifyMissed
         self.isSealed = isSealed
+        self.group = group
+        self.version = version
     }
 
     /// Whether `identity` takes part in the call. For provider calls the caller is not an
     /// identity of the account, so only the callee does.
     public func isParticipant(_ identity: String) -> Bool {
-        identity == callee || (source == .native && identity == caller)
+        isCallee(identity) || (source == .native && identity == caller)
+    }
+
+    /// Whether `identity` is rung by the call: its callee, or one of its ring group.
+    public func isCallee(_ identity: String) -> Bool {
+        guard let group else { return identity == callee }
+        return group.member(identity) != nil
+    }
+
+    /// The identities the call rings, in the order the caller named them.
+    public var callees: [String] {
+        group?.members.map(\.identity) ?? [callee]
+    }
+
+    /// Whether `identity`'s devices should still be ringing for this call (a push that falls back
+    /// from an unacknowledged live ring checks this first).
+    public func isRinging(_ identity: String) -> Bool {
+        guard let group else { return state == .ringing }
+        return isLive && group.member(identity)?.state == .ringing
     }
 
     /// The caller's identity, for native calls.
@@ -225,9 +252,9 @@ public struct Delivery: Sendable, Hashable {
 
 /// What creating a call with an external id found.
 public enum CallCreation: Sendable, Hashable {
-    /// The call is new; `calleeBusy` tells whether its callee was in an accepted call (as callee,
-    /// or as the caller of a native call) when it was created.
-    case created(Call, calleeBusy: Bool)
+    /// The call is new; `busy` names the identities it rings that were in an accepted call (as a
+    /// callee, or as the caller of a native call) when it was created.
+    case created(Call, busy: Set<String>)
     /// A call with the same source and external id exists: this is a replay.
     case existing(Call)
 }
@@ -235,7 +262,7 @@ public enum CallCreation: Sendable, Hashable {
 /// Calls and their deliveries.
 public protocol CallStore: Sendable {
     /// Creates a call, unless one with the same `(account, source, externalID)` exists, and tells
-    /// whether its callee is busy in the same step.
+    /// whether its callee is busy in the same step (for a ring group, which of its identities are).
     func createCall(_ call: Call) async throws -> CallCreation
     /// One call of the account.
     func call(id: String, accountID: String) async throws -> Call?
@@ -264,7 +291,13 @@ public protocol CallStore: Sendable {
     /// concurrent changes exactly one wins, across server instances too.
     /// - Returns: the call after the change, or `nil` when the condition did not hold.
     func transitionCall(_ change: CallChange) async throws -> Call?
-    /// Ringing calls whose ring time ended before `date`, oldest deadline first.
+    /// Replaces a ring group's call with `updated` (state, times, participants) if the stored call
+    /// is still at `expectedVersion`: one conditional update, so of two concurrent changes computed
+    /// from the same version exactly one wins, and the other is computed again from the winner's.
+    /// - Returns: the call as stored (its version one higher), or `nil` when the version moved on.
+    func updateCall(_ updated: Call, expectedVersion: Int) async throws -> Call?
+    /// Calls with identities still ringing whose ring time ended before `date`, oldest deadline
+    /// first: ringing calls, and ring groups some of whose identities answered while others still ring.
     func expiredRingingCalls(before date: Date, limit: Int) async throws -> [Call]
     /// Deletes calls (and their deliveries) created before `date`, and of provider calls (which
     /// carry the provider's notification id, the dedupe of replays) only those created before

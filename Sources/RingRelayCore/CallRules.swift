@@ -57,13 +57,16 @@ public struct PlannedEvent: Sendable, Hashable {
     public var devices: DeviceSelection
     /// The reason carried by end events (`answered_elsewhere`, `unanswered`, …).
     public var reason: String?
+    /// For a ring group's events to the caller: the identity the event is about.
+    public var participant: String?
 
     /// Creates a planned event.
-    public init(kind: CallEventType, identity: String, devices: DeviceSelection, reason: String?) {
+    public init(kind: CallEventType, identity: String, devices: DeviceSelection, reason: String?, participant: String? = nil) {
         self.kind = kind
         self.identity = identity
         self.devices = devices
         self.reason = reason
+        self.participant = participant
     }
 }
 

@@ -23,13 +23,13 @@ public enum MissedCallNotices {
     /// Plans the notices for an ended ring.
     ///
     /// - Parameters:
-    ///   - call: the call, cancelled or missed.
+    ///   - call: the call whose ring ended unanswered for the callee (``applies(to:)``; in a ring
+    ///     group, an identity's ring can end so while the call goes on).
     ///   - deliveries: its deliveries so far (the live ones tell which devices acknowledged the ring).
     ///   - bindings: the callee's bindings.
     ///   - now: the planning time (delivery ids and `createdAt`).
-    /// - Returns: one push per device to notify; empty when the call is in another state.
+    /// - Returns: one push per device to notify.
     public static func plan(call: Call, deliveries: [Delivery], bindings: [Binding], now: Date) -> [RingPlan.Push] {
-        guard applies(to: call) else { return [] }
         var reached = Set(
             deliveries.lazy.filter { $0.channel == .websocket && $0.outcome == PushDisposition.delivered.metricName }.compactMap(\.deviceID))
         var pushes: [RingPlan.Push] = []

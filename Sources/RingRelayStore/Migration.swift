@@ -226,5 +226,32 @@ extension Migration {
                 "ALTER TABLE calls ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0",
                 "ALTER TABLE account_call_defaults ADD COLUMN notify_missed INTEGER NOT NULL DEFAULT 0",
             ]),
+        Migration(
+            version: 10, name: "ring groups",
+            statements: [
+                // A ring group's call row keeps its first identity in `callee` and every identity's
+                // part as JSON in `participants`; `version` orders its changes (compare-and-set).
+                "ALTER TABLE calls ADD COLUMN ring_mode TEXT",
+                "ALTER TABLE calls ADD COLUMN participants TEXT",
+                "ALTER TABLE calls ADD COLUMN members_ringing INTEGER NOT NULL DEFAULT 0",
+                "ALTER TABLE calls ADD COLUMN version INTEGER NOT NULL DEFAULT 0",
+                // One row per identity of a ring group: the history of the identities after the
+                // first (the first is in calls_callee_history), and who is in a call now (busy).
+                """
+                CREATE TABLE call_members (
+                    call_id TEXT NOT NULL REFERENCES calls(id) ON DELETE CASCADE,
+                    account_id TEXT NOT NULL,
+                    identity TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    first INTEGER NOT NULL,
+                    joined INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (call_id, identity)
+                ) WITHOUT ROWID
+                """,
+                "CREATE INDEX call_members_history ON call_members(account_id, identity, created_at, call_id) WHERE first = 0",
+                "CREATE INDEX call_members_joined ON call_members(account_id, identity) WHERE joined = 1",
+                // The ring-timeout sweep: answered groups whose other identities still ring.
+                "CREATE INDEX calls_group_ringing ON calls(ring_deadline) WHERE state = 'accepted' AND members_ringing = 1",
+            ]),
     ]
 }

@@ -597,7 +597,8 @@ extension Date {
 extension SQLiteStore {
     fileprivate static let callColumns = """
         id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \
-        answered_at, answered_by, ended_at, end_reason, ended_by, caller_avatar_url, notify_missed, sealed
+        answered_at, answered_by, ended_at, end_reason, ended_by, caller_avatar_url, notify_missed, sealed, ring_mode, participants, \
+        members_ringing, version
         """
     private static let deliveryColumns =
         "id, call_id, binding_id, device_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
@@ -636,32 +637,27 @@ extension SQLiteStore {
         // callee is in an accepted call (as callee, or as the caller of a native one).
         let inserted = try connection.query(
             """
-            INSERT INTO calls (\(Self.callColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO calls (\(Self.callColumns)) VALUES (\(Array(repeating: "?", count: 25).joined(separator: ", ")))
             ON CONFLICT DO NOTHING
-            -- ?2 is the account, ?5 the callee, as bound for the VALUES. The accepted-call
-            -- indexes are named: the history indexes (migration 6) also start with the account
-            -- and would otherwise be picked, reading every call the callee ever had.
-            RETURNING (
-                EXISTS (
-                    SELECT 1 FROM calls AS other INDEXED BY calls_accepted_callee
-                    WHERE other.account_id = ?2 AND other.state = 'accepted' AND other.callee = ?5)
-                OR EXISTS (
-                    SELECT 1 FROM calls AS other INDEXED BY calls_accepted_caller
-                    WHERE other.account_id = ?2 AND other.state = 'accepted' AND other.caller = ?5 AND other.source = 'native')
-            ) AS busy
+            -- ?2 is the account, ?5 the callee, as bound for the VALUES.
+            RETURNING \(Self.busy(account: "?2", identity: "?5")) AS busy
             """,
-            [
-                .text(call.id), .text(call.accountID), .text(call.source.rawValue), .optionalText(call.caller), .text(call.callee),
-                .text(call.state.rawValue), .optionalText(call.externalID), .integer(call.createdAt.millis),
-                .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis), .optionalText(call.callerName),
-                .text(call.media.rawValue), .optionalText(call.metadata), .optionalDate(call.answeredAt), .optionalText(call.answeredBy),
-                .optionalDate(call.endedAt), .optionalText(call.endReason?.rawValue), .optionalText(call.endedBy),
-                .optionalText(call.callerAvatarURL), call.notifyMissed.map { .integer($0 ? 1 : 0) } ?? .null,
-                .integer(call.isSealed ? 1 : 0),
-            ])
+            Self.binds(call))
         if let row = inserted.first {
+            var busy: Set<String> = row.column("busy")?.integer == 1 ? [call.callee] : []
+            if let group = call.group {
+                for (index, member) in group.members.enumerated() {
+                    _ = try connection.query(
+                        "INSERT INTO call_members (call_id, account_id, identity, created_at, first) VALUES (?, ?, ?, ?, ?)",
+                        [.text(call.id), .text(call.accountID), .text(member.identity), .integer(call.createdAt.millis), .integer(index == 0 ? 1 : 0)])
+                    guard index > 0 else { continue }
+                    let check = try connection.query(
+                        "SELECT \(Self.busy(account: "?1", identity: "?2")) AS busy", [.text(call.accountID), .text(member.identity)])
+                    if check.first?.column("busy")?.integer == 1 { busy.insert(member.identity) }
+                }
+            }
             self.callCache.put(call)
-            return .created(call, calleeBusy: row.column("busy")?.integer == 1)
+            return .created(call, busy: busy)
         }
         guard let externalID = call.externalID,
             let row = try connection.query(
@@ -672,6 +668,40 @@ extension SQLiteStore {
             throw RingRelayError(.internal, code: .storeError, "The call could not be created.")
         }
         return .existing(try Self.call(row))
+    }
+
+    /// Whether `identity` is in an accepted call: as the callee of a call to one identity, as the
+    /// caller of a native call, or in a ring group's call. The accepted-call indexes are named: the
+    /// history indexes (migration 6) also start with the account and would otherwise be picked,
+    /// reading every call the identity ever had.
+    private static func busy(account: String, identity: String) -> String {
+        """
+        (
+            EXISTS (
+                SELECT 1 FROM calls AS other INDEXED BY calls_accepted_callee
+                WHERE other.account_id = \(account) AND other.state = 'accepted' AND other.callee = \(identity) AND other.ring_mode IS NULL)
+            OR EXISTS (
+                SELECT 1 FROM calls AS other INDEXED BY calls_accepted_caller
+                WHERE other.account_id = \(account) AND other.state = 'accepted' AND other.caller = \(identity) AND other.source = 'native')
+            OR EXISTS (
+                SELECT 1 FROM call_members INDEXED BY call_members_joined
+                WHERE account_id = \(account) AND identity = \(identity) AND joined = 1)
+        )
+        """
+    }
+
+    /// A call's values in ``callColumns`` order.
+    private static func binds(_ call: Call) -> [SQLiteData] {
+        [
+            .text(call.id), .text(call.accountID), .text(call.source.rawValue), .optionalText(call.caller), .text(call.callee),
+            .text(call.state.rawValue), .optionalText(call.externalID), .integer(call.createdAt.millis),
+            .integer(call.ringDeadline.millis), .integer(call.updatedAt.millis), .optionalText(call.callerName),
+            .text(call.media.rawValue), .optionalText(call.metadata), .optionalDate(call.answeredAt), .optionalText(call.answeredBy),
+            .optionalDate(call.endedAt), .optionalText(call.endReason?.rawValue), .optionalText(call.endedBy),
+            .optionalText(call.callerAvatarURL), call.notifyMissed.map { .integer($0 ? 1 : 0) } ?? .null,
+            .integer(call.isSealed ? 1 : 0), .optionalText(call.group?.mode.rawValue), .optionalText(call.group.map(StoredParticipants.encode)),
+            .integer(call.group?.anyRinging == true ? 1 : 0), .integer(call.version),
+        ]
     }
 
     public func call(id: String, accountID: String) async throws -> Call? {
@@ -742,14 +772,38 @@ extension SQLiteStore {
             }
         }
 
-        /// One part: an index, the equality terms it serves and their values, and a term only the
-        /// page checks.
+        /// One part: a range of one index, the equality terms it serves and their values, and a term
+        /// only the page checks. Columns are named through aliases: `c` for calls, `m` for
+        /// call_members.
         struct Part: Sendable {
-            var index: String
+            /// What the windows read: the index alone.
+            var windowFrom: String
+            /// What the page reads: the index, and the calls it leads to.
+            var pageFrom: String
+            /// The index's `(created_at, id)` columns.
+            var key: String
             var condition: String
             var binds: [SQLiteData]
             var pageOnly = ""
             var pageOnlyBinds: [SQLiteData] = []
+
+            /// A range of a history index of the calls table.
+            static func calls(index: String, condition: String, binds: [SQLiteData]) -> Part {
+                let from = "calls AS c INDEXED BY \(index)"
+                return Part(windowFrom: from, pageFrom: from, key: "c.created_at, c.id", condition: condition, binds: binds)
+            }
+
+            /// The ring groups `identity` was rung by after their first identity (who is in
+            /// calls_callee_history already).
+            static func laterGroupMembers(accountID: String, identity: String) -> Part {
+                let from = "call_members AS m INDEXED BY call_members_history"
+                return Part(
+                    windowFrom: from, pageFrom: from + " JOIN calls AS c ON c.id = m.call_id", key: "m.created_at, m.call_id",
+                    condition: "m.account_id = ? AND m.identity = ? AND m.first = 0", binds: [.text(accountID), .text(identity)])
+            }
+
+            var range: String { " AND (\(key)) >= (?, ?) AND (\(key)) < (?, ?)" }
+            var order: String { " ORDER BY " + key.split(separator: ",").map { "\($0.trimmingCharacters(in: .whitespaces)) DESC" }.joined(separator: ", ") }
         }
 
         /// Most calls a page with a `states` filter looks at, per part.
@@ -764,8 +818,9 @@ extension SQLiteStore {
         private var stateBinds: [SQLiteData] = []
         private var limit: Int
 
-        private static let range = " AND (created_at, id) >= (?, ?) AND (created_at, id) < (?, ?)"
         private static let order = " ORDER BY created_at DESC, id DESC"
+        private static let selected = SQLiteStore.callColumns.split(separator: ",").map { "c." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .joined(separator: ", ")
 
         init(accountID: String, query history: CallHistoryQuery) {
             limit = history.limit
@@ -775,32 +830,36 @@ extension SQLiteStore {
             if let after = history.after { upper = min(upper, Bound(millis: after.createdAt.millis, id: after.id)) }
             since = Bound(millis: history.since?.millis ?? Int.min, id: "")
             if let identity = history.identity {
-                let incoming = Part(
-                    index: "calls_callee_history", condition: "account_id = ? AND callee = ?", binds: [.text(accountID), .text(identity)])
-                var outgoing = Part(
-                    index: "calls_caller_history", condition: "account_id = ? AND caller = ? AND source = 'native'",
+                let incoming = [
+                    Part.calls(index: "calls_callee_history", condition: "c.account_id = ? AND c.callee = ?", binds: [.text(accountID), .text(identity)]),
+                    Part.laterGroupMembers(accountID: accountID, identity: identity),
+                ]
+                var outgoing = Part.calls(
+                    index: "calls_caller_history", condition: "c.account_id = ? AND c.caller = ? AND c.source = 'native'",
                     binds: [.text(accountID), .text(identity)])
                 switch history.direction {
-                case .incoming?: parts = [incoming]
+                case .incoming?: parts = incoming
                 case .outgoing?: parts = [outgoing]
                 case nil:
                     // A call to oneself comes once, as incoming.
-                    outgoing.pageOnly = " AND callee <> ?"
+                    outgoing.pageOnly = " AND c.callee <> ?"
                     outgoing.pageOnlyBinds = [.text(identity)]
-                    parts = [incoming, outgoing]
+                    parts = incoming + [outgoing]
                 }
             } else {
-                parts = [Part(index: "calls_account_history", condition: "account_id = ?", binds: [.text(accountID)])]
+                parts = [Part.calls(index: "calls_account_history", condition: "c.account_id = ?", binds: [.text(accountID)])]
             }
             let states = history.states.map(\.rawValue).sorted()
             if let first = states.first {
                 // Padded with repeats to every state's count: one statement text for any selection.
                 let padded = states + Array(repeating: first, count: CallState.allCases.count - states.count)
-                stateFilter = " AND state IN (\(Array(repeating: "?", count: padded.count).joined(separator: ", ")))"
+                stateFilter = " AND c.state IN (\(Array(repeating: "?", count: padded.count).joined(separator: ", ")))"
                 stateBinds = padded.map(SQLiteData.text)
                 windows = parts.map { part in
-                    (
-                        "SELECT created_at, id FROM calls INDEXED BY \(part.index) WHERE \(part.condition)\(Self.range)\(Self.order) LIMIT 1 OFFSET ?",
+                    let columns = part.key.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                    return (
+                        "SELECT \(columns[0]) AS created_at, \(columns[1]) AS id FROM \(part.windowFrom) WHERE \(part.condition)\(part.range)"
+                            + "\(part.order) LIMIT 1 OFFSET ?",
                         part.binds + rangeBinds(from: since) + [.integer(Self.window - 1)]
                     )
                 }
@@ -817,8 +876,8 @@ extension SQLiteStore {
             let fetch = SQLiteData.integer(limit + 1)
             let selects = parts.map { part in
                 (
-                    "SELECT \(SQLiteStore.callColumns) FROM calls INDEXED BY \(part.index) WHERE \(part.condition)\(part.pageOnly)\(Self.range)"
-                        + "\(stateFilter)\(Self.order) LIMIT ?",
+                    "SELECT \(Self.selected) FROM \(part.pageFrom) WHERE \(part.condition)\(part.pageOnly)\(part.range)"
+                        + "\(stateFilter)\(part.order) LIMIT ?",
                     part.binds + part.pageOnlyBinds + rangeBinds(from: lower) + stateBinds + [fetch]
                 )
             }
@@ -924,7 +983,7 @@ extension SQLiteStore {
     public func setCallState(id: String, accountID: String, state: CallState, at date: Date) async throws {
         try await locked { connection in
             _ = try connection.query(
-                "UPDATE calls SET state = ?, updated_at = ? WHERE id = ? AND account_id = ?",
+                "UPDATE calls SET state = ?, updated_at = ?, members_ringing = 0, version = version + 1 WHERE id = ? AND account_id = ?",
                 [.text(state.rawValue), .integer(date.millis), .text(id), .text(accountID)])
             self.callCache.forget(id: id)
         }
@@ -934,7 +993,7 @@ extension SQLiteStore {
         // One statement: the WHERE clause is the rule, so two devices accepting at once cannot both win.
         let states = change.from.map(\.rawValue).sorted()
         var sql = """
-            UPDATE calls SET state = ?, updated_at = ?,
+            UPDATE calls SET state = ?, updated_at = ?, version = version + 1,
                 answered_at = CASE WHEN ? = 'accepted' THEN ? ELSE answered_at END,
                 answered_by = CASE WHEN ? = 'accepted' THEN ? ELSE answered_by END,
                 ended_at = COALESCE(?, ended_at), end_reason = COALESCE(?, end_reason), ended_by = COALESCE(?, ended_by)
@@ -967,9 +1026,54 @@ extension SQLiteStore {
         }
     }
 
+    public func updateCall(_ updated: Call, expectedVersion: Int) async throws -> Call? {
+        let joined = updated.group?.joined.map { SQLiteData.text($0.identity) } ?? []
+        let membersSQL =
+            joined.isEmpty
+            ? "UPDATE call_members SET joined = 0 WHERE call_id = ? AND joined = 1"
+            : "UPDATE call_members SET joined = (identity IN (\(Array(repeating: "?", count: joined.count).joined(separator: ", ")))) WHERE call_id = ?"
+        return try await locked { connection in
+            _ = try connection.query("BEGIN IMMEDIATE")
+            do {
+                let rows = try connection.query(
+                    """
+                    UPDATE calls SET state = ?, updated_at = ?, answered_at = ?, answered_by = ?, ended_at = ?, end_reason = ?, ended_by = ?,
+                        participants = ?, members_ringing = ?, version = version + 1
+                    WHERE id = ? AND account_id = ? AND version = ?
+                    RETURNING \(Self.callColumns)
+                    """,
+                    [
+                        .text(updated.state.rawValue), .integer(updated.updatedAt.millis), .optionalDate(updated.answeredAt),
+                        .optionalText(updated.answeredBy), .optionalDate(updated.endedAt), .optionalText(updated.endReason?.rawValue),
+                        .optionalText(updated.endedBy), .optionalText(updated.group.map(StoredParticipants.encode)),
+                        .integer(updated.group?.anyRinging == true ? 1 : 0), .text(updated.id), .text(updated.accountID), .integer(expectedVersion),
+                    ])
+                guard let row = rows.first else {
+                    _ = try connection.query("ROLLBACK")
+                    self.callCache.forget(id: updated.id)
+                    return nil
+                }
+                _ = try connection.query(membersSQL, joined + [.text(updated.id)])
+                _ = try connection.query("COMMIT")
+                let stored = try Self.call(row)
+                self.callCache.put(stored)
+                return stored
+            } catch {
+                _ = try? connection.query("ROLLBACK")
+                self.callCache.forget(id: updated.id)
+                throw error
+            }
+        }
+    }
+
     public func expiredRingingCalls(before date: Date, limit: Int) async throws -> [Call] {
         try await query(
-            "SELECT \(Self.callColumns) FROM calls WHERE state = 'ringing' AND ring_deadline <= ? ORDER BY ring_deadline LIMIT ?",
+            """
+            SELECT * FROM (SELECT \(Self.callColumns) FROM calls WHERE state = 'ringing' AND ring_deadline <= ?1)
+            UNION ALL
+            SELECT * FROM (SELECT \(Self.callColumns) FROM calls WHERE state = 'accepted' AND members_ringing = 1 AND ring_deadline <= ?1)
+            ORDER BY ring_deadline LIMIT ?2
+            """,
             [.integer(date.millis), .integer(limit)]
         ).map(Self.call)
     }
@@ -1010,6 +1114,43 @@ extension SQLiteStore {
             createdAt: row.date("created_at"), ringDeadline: row.date("ring_deadline"), updatedAt: row.date("updated_at"),
             answeredAt: row.optionalDate("answered_at"), answeredBy: row.optionalString("answered_by"), endedAt: row.optionalDate("ended_at"),
             endReason: row.optionalString("end_reason").flatMap(CallEndReason.init(rawValue:)), endedBy: row.optionalString("ended_by"),
-            notifyMissed: row.column("notify_missed")?.integer.map { $0 == 1 }, isSealed: row.column("sealed")?.integer == 1)
+            notifyMissed: row.column("notify_missed")?.integer.map { $0 == 1 }, isSealed: row.column("sealed")?.integer == 1,
+            group: try row.optionalString("ring_mode").map { mode in
+                guard let mode = RingMode(rawValue: mode) else {
+                    throw RingRelayError(.internal, code: .storeCorrupt, "A stored ring group has an unknown mode.")
+                }
+                return RingGroup(mode: mode, members: try StoredParticipants.decode(row.optionalString("participants") ?? "[]"))
+            },
+            version: Int(row.column("version")?.integer ?? 0))
+    }
+}
+
+/// A ring group's participants as stored: JSON, times in whole milliseconds like every other column.
+private enum StoredParticipants {
+    private struct Row: Codable {
+        var identity: String
+        var state: String
+        var answeredBy: String?
+        var answeredAt: Int?
+        var endedAt: Int?
+    }
+
+    static func encode(_ group: RingGroup) -> String {
+        let rows = group.members.map {
+            Row(identity: $0.identity, state: $0.state.rawValue, answeredBy: $0.answeredBy, answeredAt: $0.answeredAt?.millis, endedAt: $0.endedAt?.millis)
+        }
+        // Strings, integers and optionals: encoding cannot fail.
+        return String(decoding: (try? JSONEncoder().encode(rows)) ?? Data("[]".utf8), as: UTF8.self)
+    }
+
+    static func decode(_ text: String) throws -> [CallParticipant] {
+        try JSONDecoder().decode([Row].self, from: Data(text.utf8)).map { row in
+            guard let state = ParticipantState(rawValue: row.state) else {
+                throw RingRelayError(.internal, code: .storeCorrupt, "A stored ring group participant has an unknown state.")
+            }
+            return CallParticipant(
+                identity: row.identity, state: state, answeredBy: row.answeredBy, answeredAt: row.answeredAt.map(Date.init(millis:)),
+                endedAt: row.endedAt.map(Date.init(millis:)))
+        }
     }
 }

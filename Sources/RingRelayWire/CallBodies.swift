@@ -65,7 +65,7 @@ public struct CallResource: Sendable, Hashable, Codable {
     public var displayName: String?
     /// The caller's picture, an `https` URL, when the caller gave one (see ``AvatarURLRules``).
     public var avatarUrl: String?
-    /// The identity rung.
+    /// The identity rung; for a ring group, the first identity named (``participants`` has them all).
     public var to: String
     /// `audio` or `video`.
     public var media: String
@@ -92,6 +92,11 @@ public struct CallResource: Sendable, Hashable, Codable {
     public var durationSeconds: Int?
     /// `true` when the caller sealed its invites (the server relays them without reading them).
     public var sealed: Bool?
+    /// For a ring group (a call to several identities): `first` or `all`. Absent for a call to one.
+    public var mode: String?
+    /// For a ring group: every identity rung, in the order the caller named them, with where each
+    /// stands. Absent for a call to one identity (``to`` and ``state`` say it all).
+    public var participants: [CallParticipantResource]?
     /// The call's own missed-call-notice choice; absent when it follows the account's default.
     public var notifyMissed: Bool?
     /// One entry per device rung. Present in `GET /v1/calls/{id}`; absent inside WebSocket events.
@@ -102,7 +107,8 @@ public struct CallResource: Sendable, Hashable, Codable {
         id: String, source: String, state: String, from: String?, displayName: String? = nil, avatarUrl: String? = nil, to: String,
         media: String = "audio", metadata: JSONValue? = nil, createdAt: Date, ringEndsAt: Date, updatedAt: Date, answeredAt: Date? = nil,
         answeredBy: String? = nil, endedAt: Date? = nil, endReason: String? = nil, endedBy: String? = nil, durationSeconds: Int? = nil,
-        sealed: Bool? = nil, notifyMissed: Bool? = nil, deliveries: [DeliveryResource]?
+        sealed: Bool? = nil, notifyMissed: Bool? = nil, mode: String? = nil, participants: [CallParticipantResource]? = nil,
+        deliveries: [DeliveryResource]?
     ) {
         self.id = id
         self.source = source
@@ -124,7 +130,35 @@ public struct CallResource: Sendable, Hashable, Codable {
         self.durationSeconds = durationSeconds
         self.sealed = sealed
         self.notifyMissed = notifyMissed
+        self.mode = mode
+        self.participants = participants
         self.deliveries = deliveries
+    }
+}
+
+/// One identity of a ring group, as the API shows it.
+public struct CallParticipantResource: Sendable, Hashable, Codable {
+    /// The identity rung.
+    public var identity: String
+    /// `ringing`, `accepted` (in the call), `declined`, `busy` (not rung: in another call, with
+    /// `ifBusy: reject`), `unreachable` (nothing to ring), `missed`, `cancelled` (the ring ended
+    /// before it answered), `answered_elsewhere` (mode `first`: another identity answered) or
+    /// `left` (it was in the call and hung up).
+    public var state: String
+    /// The `deviceId` that accepted, once it has.
+    public var answeredBy: String?
+    /// When it accepted.
+    public var answeredAt: Date?
+    /// When its part ended.
+    public var endedAt: Date?
+
+    /// Creates the body.
+    public init(identity: String, state: String, answeredBy: String? = nil, answeredAt: Date? = nil, endedAt: Date? = nil) {
+        self.identity = identity
+        self.state = state
+        self.answeredBy = answeredBy
+        self.answeredAt = answeredAt
+        self.endedAt = endedAt
     }
 }
 
@@ -149,8 +183,12 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     /// The caller's identity. A device token may omit it (its own identity is used) and may not
     /// name another.
     public var from: String?
-    /// The callee's identity.
-    public var to: String
+    /// The identities to ring: one (the JSON may give it as a string), or a ring group of up to
+    /// 20 (a JSON array), rung at once.
+    public var to: [String]
+    /// For a ring group: `first` (default; the first accept wins, every other device stops ringing)
+    /// or `all` (each identity joins on its own while the rest ring on).
+    public var mode: String?
     /// `audio` (default) or `video`.
     public var media: String?
     /// Seconds to ring, 5–180, default 45.
@@ -172,16 +210,28 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     public var notifyMissed: Bool?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case from, to, media, ringTimeoutSeconds, metadata, displayName, avatarUrl, sealed, ifBusy, notifyMissed
+        case from, to, mode, media, ringTimeoutSeconds, metadata, displayName, avatarUrl, sealed, ifBusy, notifyMissed
     }
 
-    /// Creates a request.
+    /// Creates a request to ring one identity.
     public init(
         from: String? = nil, to: String, media: String? = nil, ringTimeoutSeconds: Int? = nil, metadata: JSONValue? = nil,
         displayName: String? = nil, avatarUrl: String? = nil, sealed: [SealedInvite]? = nil, ifBusy: String? = nil, notifyMissed: Bool? = nil
     ) {
+        self.init(
+            from: from, to: [to], media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata, displayName: displayName,
+            avatarUrl: avatarUrl, sealed: sealed, ifBusy: ifBusy, notifyMissed: notifyMissed)
+    }
+
+    /// Creates a request to ring several identities at once (a ring group) or one.
+    public init(
+        from: String? = nil, to: [String], mode: String? = nil, media: String? = nil, ringTimeoutSeconds: Int? = nil,
+        metadata: JSONValue? = nil, displayName: String? = nil, avatarUrl: String? = nil, sealed: [SealedInvite]? = nil,
+        ifBusy: String? = nil, notifyMissed: Bool? = nil
+    ) {
         self.from = from
         self.to = to
+        self.mode = mode
         self.media = media
         self.ringTimeoutSeconds = ringTimeoutSeconds
         self.metadata = metadata
@@ -195,7 +245,12 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
         from = try container.decodeIfPresent(String.self, forKey: .from)
-        to = try container.decode(String.self, forKey: .to)
+        if let one = try? container.decode(String.self, forKey: .to) {
+            to = [one]
+        } else {
+            to = try container.decode([String].self, forKey: .to)
+        }
+        mode = try container.decodeIfPresent(String.self, forKey: .mode)
         media = try container.decodeIfPresent(String.self, forKey: .media)
         ringTimeoutSeconds = try container.decodeIfPresent(Int.self, forKey: .ringTimeoutSeconds)
         metadata = try container.decodeIfPresent(JSONValue.self, forKey: .metadata)
@@ -204,6 +259,22 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
         sealed = try container.decodeIfPresent([SealedInvite].self, forKey: .sealed)
         ifBusy = try container.decodeIfPresent(String.self, forKey: .ifBusy)
         notifyMissed = try container.decodeIfPresent(Bool.self, forKey: .notifyMissed)
+    }
+
+    /// Writes `to` as a string when it names one identity, as servers before ring groups read it.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(from, forKey: .from)
+        if to.count == 1 { try container.encode(to[0], forKey: .to) } else { try container.encode(to, forKey: .to) }
+        try container.encodeIfPresent(mode, forKey: .mode)
+        try container.encodeIfPresent(media, forKey: .media)
+        try container.encodeIfPresent(ringTimeoutSeconds, forKey: .ringTimeoutSeconds)
+        try container.encodeIfPresent(metadata, forKey: .metadata)
+        try container.encodeIfPresent(displayName, forKey: .displayName)
+        try container.encodeIfPresent(avatarUrl, forKey: .avatarUrl)
+        try container.encodeIfPresent(sealed, forKey: .sealed)
+        try container.encodeIfPresent(ifBusy, forKey: .ifBusy)
+        try container.encodeIfPresent(notifyMissed, forKey: .notifyMissed)
     }
 }
 

@@ -61,6 +61,7 @@ extension CallEvent: JSONTextEncodable {
             members.member("eventId") { $0.string(eventId) }
             if let payload { members.member("payload") { $0.value(payload) } }
             if let provider { members.member("provider") { $0.string(provider) } }
+            if let participant { members.member("participant") { $0.string(participant) } }
             if let reason { members.member("reason") { $0.string(reason) } }
             if let sealed { members.member("sealed") { $0.string(sealed) } }
             members.member("sentAt") { $0.date(sentAt) }
@@ -258,13 +259,25 @@ package struct JSONText {
             members.member("id") { $0.string(call.id) }
             members.member("media") { $0.string(call.media) }
             if let metadata = call.metadata { members.member("metadata") { $0.value(metadata) } }
+            if let mode = call.mode { members.member("mode") { $0.string(mode) } }
             if let notifyMissed = call.notifyMissed { members.member("notifyMissed") { $0.raw(notifyMissed ? "true" : "false") } }
+            if let participants = call.participants { members.member("participants") { $0.array(participants) { $0.participant($1) } } }
             members.member("ringEndsAt") { $0.date(call.ringEndsAt) }
             if let sealed = call.sealed { members.member("sealed") { $0.raw(sealed ? "true" : "false") } }
             members.member("source") { $0.string(call.source) }
             members.member("state") { $0.string(call.state) }
             members.member("to") { $0.string(call.to) }
             members.member("updatedAt") { $0.date(call.updatedAt) }
+        }
+    }
+
+    mutating func participant(_ participant: CallParticipantResource) {
+        object { members in
+            if let answeredAt = participant.answeredAt { members.member("answeredAt") { $0.date(answeredAt) } }
+            if let answeredBy = participant.answeredBy { members.member("answeredBy") { $0.string(answeredBy) } }
+            if let endedAt = participant.endedAt { members.member("endedAt") { $0.date(endedAt) } }
+            members.member("identity") { $0.string(participant.identity) }
+            members.member("state") { $0.string(participant.state) }
         }
     }
 
@@ -463,7 +476,7 @@ extension CreateCallRequest {
             case let value?: value
             }
         self.init(
-            from: from, to: to, media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata, displayName: displayName,
+            from: from, to: [to], media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata, displayName: displayName,
             avatarUrl: avatarUrl, ifBusy: ifBusy)
     }
 

@@ -20,6 +20,10 @@ public enum CallEventType: String, Sendable, Hashable, CaseIterable, Codable {
     case ended = "call.ended"
     /// Nobody answered in time (to the callee's devices).
     case missed = "call.missed"
+    /// A ring group's participant changed (to the caller's devices): `participant` names it,
+    /// `reason` says how (`accepted`, `declined`, `busy`, `unanswered`, `left`). Not an ending: the
+    /// call goes on for the others.
+    case participantUpdated = "call.participant_updated"
 
     /// Whether the event announces a new call rather than a change of one.
     public var isRing: Bool { self == .incoming || self == .notification }
@@ -52,11 +56,13 @@ public struct CallEvent: Sendable, Hashable, Codable {
     /// For a sealed call's `call.incoming`: the box sealed to this device's binding, base64 (the
     /// caller's name, media and metadata are inside; `call` says only who and when).
     public var sealed: String?
+    /// For a ring group's events to the caller: the participant the event is about.
+    public var participant: String?
 
     /// Creates an event.
     public init(
         type: CallEventType, eventId: String, callId: String, call: CallResource, sentAt: Date, reason: String? = nil,
-        calleeBusy: Bool? = nil, provider: String? = nil, payload: JSONValue? = nil, sealed: String? = nil
+        calleeBusy: Bool? = nil, provider: String? = nil, payload: JSONValue? = nil, sealed: String? = nil, participant: String? = nil
     ) {
         self.type = type
         self.eventId = eventId
@@ -68,6 +74,7 @@ public struct CallEvent: Sendable, Hashable, Codable {
         self.provider = provider
         self.payload = payload
         self.sealed = sealed
+        self.participant = participant
     }
 }
 

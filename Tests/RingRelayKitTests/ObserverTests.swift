@@ -120,7 +120,7 @@ struct ObserverTests {
         let body = try #require(http.requests("POST", "/v1/calls").first?.body)
         let sent = try JSONDecoder.ringRelay.decode(CreateCallRequest.self, from: body)
         #expect(sent.avatarUrl == "https://cdn.example.com/bob.png")
-        #expect(sent.to == "carol")
+        #expect(sent.to == ["carol"])
 
         // A second sighting that adds what the first lacked (here: the callee is busy) is an info change.
         client.calls.handle(Make.event(.incoming, "evt_1", callId: "call_p"))

@@ -184,7 +184,7 @@ import RingRelayWire
         let call = Call(
             id: ResourceID.make(ResourceID.call, at: now), accountID: opened.account.id, source: .native, caller: "alice", callee: "bob",
             state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(30), updatedAt: now)
-        #expect(try await store.createCall(call) == .created(call, calleeBusy: false))
+        #expect(try await store.createCall(call) == .created(call, busy: []))
 
         // More than one statement's worth, recorded from many tasks, then answered.
         let planned = (0..<450).map { index in
@@ -235,19 +235,19 @@ import RingRelayWire
         }
         // Alice calls Bob, who answers; while that call stands, both are busy.
         let first = call("alice", "bob")
-        #expect(try await store.createCall(first) == .created(first, calleeBusy: false))
+        #expect(try await store.createCall(first) == .created(first, busy: []))
         let accepted = try #require(
             try await store.transitionCall(
                 try CallRules.change(for: .accept, on: first, by: CallActor(identity: "bob", deviceID: "b1"), at: now.addingTimeInterval(1))))
         #expect(try await store.call(id: first.id, accountID: account) == accepted)
         #expect(try await store.call(id: first.id, accountID: "acc_other") == nil)
         let toBob = call("carol", "bob", at: 2)
-        #expect(try await store.createCall(toBob) == .created(toBob, calleeBusy: true))
+        #expect(try await store.createCall(toBob) == .created(toBob, busy: [toBob.callee]))
         let toAlice = call("carol", "alice", at: 3)
-        #expect(try await store.createCall(toAlice) == .created(toAlice, calleeBusy: true))
+        #expect(try await store.createCall(toAlice) == .created(toAlice, busy: [toAlice.callee]))
         // Only a native call makes its caller busy: a provider's caller is not a RingRelay identity.
         let providerCall = call("dave", "erin", source: .twilio, at: 4)
-        #expect(try await store.createCall(providerCall) == .created(providerCall, calleeBusy: false))
+        #expect(try await store.createCall(providerCall) == .created(providerCall, busy: []))
 
         // Another connection to the same file reads exactly what this store answers.
         let other = try await SQLiteStore.open(path: opened.path, logger: TestLogging.logger("test"))

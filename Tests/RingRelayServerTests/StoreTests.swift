@@ -33,7 +33,7 @@ import RingRelayWire
         try await first.close()
 
         let second = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
-        #expect(try await second.schemaVersion() == 9)
+        #expect(try await second.schemaVersion() == 10)
         let stored = try await second.call(id: call.id, accountID: account.id)
         #expect(stored?.callerAvatarURL == "https://cdn.example.com/alice.png")
         #expect(stored?.notifyMissed == false)

@@ -47,6 +47,8 @@ extension CallManager {
             finish(serverCallId: event.callId, reason: .unanswered)
         case .ended:
             finish(serverCallId: event.callId, reason: event.reason.flatMap(CallEndReason.init(serverReason:)) ?? .remoteEnded)
+        case .participantUpdated:
+            break
         }
     }
 

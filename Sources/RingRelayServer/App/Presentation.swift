@@ -73,6 +73,11 @@ extension CallResource {
             createdAt: call.createdAt, ringEndsAt: call.ringDeadline, updatedAt: call.updatedAt, answeredAt: call.answeredAt,
             answeredBy: call.answeredBy, endedAt: call.endedAt, endReason: call.endReason?.rawValue, endedBy: call.endedBy,
             durationSeconds: call.talkTime.map { Int($0.rounded()) }, sealed: call.isSealed ? true : nil, notifyMissed: call.notifyMissed,
+            mode: call.group?.mode.rawValue,
+            participants: call.group?.members.map {
+                CallParticipantResource(
+                    identity: $0.identity, state: $0.state.rawValue, answeredBy: $0.answeredBy, answeredAt: $0.answeredAt, endedAt: $0.endedAt)
+            },
             deliveries: deliveries?.map(DeliveryResource.init))
     }
 }

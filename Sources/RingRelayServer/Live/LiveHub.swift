@@ -293,7 +293,9 @@ final class LiveHub: Sendable {
 
     /// Sends the events of a state change: to the connected devices the plan selects, and to devices
     /// that were sent this call's events before and are offline now (they get them on reconnect).
-    /// Rings of the call that were never acknowledged are withdrawn once the call stops ringing.
+    /// A device's ring of the call that was never acknowledged is withdrawn once its ring is over:
+    /// when the call stops ringing, or (in a ring group that rings on) when the device is told how
+    /// its identity's part ended.
     func publish(_ events: [PlannedEvent], call: Call) {
         let now = clock.now
         let resource = CallResource(call, deliveries: nil)
@@ -301,7 +303,7 @@ final class LiveHub: Sendable {
         let final = !call.isLive
         state.withLock { state in
             let rungBefore = state.callDevices[call.id] ?? []
-            if call.state != .ringing {
+            if call.state != .ringing, call.group == nil || final {
                 for key in rungBefore {
                     state.outboxes[key]?.removeAll { $0.callID == call.id && $0.isRing }
                 }
@@ -312,10 +314,11 @@ final class LiveHub: Sendable {
                 devices.formUnion(rungBefore.filter { $0.identity == planned.identity }.map(\.deviceID))
                 for deviceID in devices.sorted() where planned.devices.includes(deviceID) {
                     let key = DeviceKey(accountID: call.accountID, identity: planned.identity, deviceID: deviceID)
+                    if call.group != nil { state.outboxes[key]?.removeAll { $0.callID == call.id && $0.isRing } }
                     let eventID = ResourceID.make(ResourceID.event, at: now)
                     let event = CallEvent(
                         type: planned.kind, eventId: eventID, callId: call.id, call: resource,
-                        sentAt: now, reason: planned.reason)
+                        sentAt: now, reason: planned.reason, participant: planned.participant)
                     let text = encode(.event(event))
                     enqueue(Pending(eventID: eventID, callID: call.id, text: text, isRing: false, expiresAt: expiresAt), for: key, in: &state)
                     state.connections[key]?.sink.send(text)

@@ -44,7 +44,8 @@ struct CallService: Sendable {
         case (nil, nil): throw RingRelayError.missingField("from")
         }
         try BindingRules.validateIdentity(from, field: "from")
-        try BindingRules.validateIdentity(request.to, field: "to")
+        let callees = try Self.callees(request.to, caller: from)
+        let mode = try request.mode.map(Self.ringMode)
         let media = try Self.media(request.media)
         let ringSeconds = request.ringTimeoutSeconds ?? 45
         guard (5...180).contains(ringSeconds) else { throw RingRelayError.invalidField("ringTimeoutSeconds", "must be between 5 and 180.") }
@@ -65,36 +66,50 @@ struct CallService: Sendable {
             if request.metadata != nil {
                 throw RingRelayError.invalidField("metadata", "must not be given with 'sealed': put it inside the sealed invites.")
             }
-            sealed = try await Self.sealedBindings(invites, callee: request.to, accountID: scope.accountID, store: store)
+            sealed = try await Self.sealedBindings(invites, callees: callees, accountID: scope.accountID, store: store)
         }
         let ifBusy = try request.ifBusy.map(Self.busyPolicy)
 
         let now = clock.now
         let call = Call(
             id: ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
-            callerName: request.displayName, callerAvatarURL: request.avatarUrl, callee: request.to, media: media, metadata: metadata,
+            callerName: request.displayName, callerAvatarURL: request.avatarUrl, callee: callees[0], media: media, metadata: metadata,
             state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now,
-            notifyMissed: request.notifyMissed, isSealed: !invites.isEmpty)
-        let result: Ringer.Result
+            notifyMissed: request.notifyMissed, isSealed: !invites.isEmpty,
+            group: callees.count > 1 ? RingGroup(mode: mode ?? .first, members: callees.map { CallParticipant(identity: $0) }) : nil)
+        var result: Ringer.Result
         switch try await ringer.create(call) {
         case .existing(let existing):
             result = try await ringer.replay(existing)
-        case .created(let created, let busy):
-            // The account's default is read only when it matters: the callee is in a call.
+        case .created(var created, let busy):
+            // The account's default is read only when it matters: a callee is in a call.
             var policy = ifBusy ?? .ring
-            if busy, ifBusy == nil { policy = try await store.callDefaults(accountID: scope.accountID).ifBusy }
-            if busy, policy == .reject {
-                result = try await refuseBusy(created)
-            } else {
-                // The invite tells the callee's app whether it is busy, which creating the call found out.
-                let content = Self.content(for: call, metadata: request.metadata, calleeBusy: busy, sealed: sealed, sentAt: now)
-                result = try await ringer.ring(created, calleeBusy: busy, content: content, waitAtMost: nil)
+            if !busy.isEmpty, ifBusy == nil { policy = try await store.callDefaults(accountID: scope.accountID).ifBusy }
+            if !busy.isEmpty, policy == .reject {
+                if created.group == nil { return try await refuseBusy(created) }
+                created = try await updateGroup(created) { GroupCallRules.refuse(busy: busy, in: $0, at: now) }?.call ?? created
+                guard created.state == .ringing else { return Ringer.Result(call: created, deliveries: [], replayed: false) }
+            }
+            // The invite tells each callee's app whether it is busy, which creating the call found out.
+            let ringing = created.group.map { $0.members.filter { $0.state == .ringing }.map(\.identity) } ?? [created.callee]
+            let rung = ringing.map { identity in
+                Ringer.Callee(
+                    identity: identity, busy: busy.contains(identity),
+                    content: Self.content(
+                        for: created, metadata: request.metadata, calleeBusy: busy.contains(identity),
+                        sealed: sealed.filter { $0.binding.identity == identity }, sentAt: now))
+            }
+            let (rang, unreachable) = try await ringer.ring(created, callees: rung, waitAtMost: nil)
+            result = rang
+            if rang.call.state != .unreachable, !unreachable.isEmpty,
+                let marked = try await updateGroup(created, { GroupCallRules.unreachable(unreachable, in: $0, at: now) })
+            {
+                result.call = marked.call
             }
         }
         if result.call.state == .unreachable {
-            throw RingRelayError(
-                .notFound, code: .noReachableDevice,
-                "The identity '\(request.to)' has no live connection and no active binding in this account.")
+            let named = callees.count == 1 ? "The identity '\(callees[0])' has" : "None of the \(callees.count) identities has"
+            throw RingRelayError(.notFound, code: .noReachableDevice, "\(named) a live connection or an active binding in this account.")
         }
         return result
     }
@@ -164,6 +179,19 @@ struct CallService: Sendable {
     func apply(_ command: CallCommand, callID: String, accountID: String, actor: CallActor) async throws -> Call {
         guard let call = try await store.call(id: callID, accountID: accountID) else { throw RingRelayError.notFound("call", id: callID) }
         let now = clock.now
+        if call.group != nil {
+            do {
+                let changed = try await updateGroup(call) { try GroupCallRules.change(for: command, on: $0, by: actor, at: now) }
+                logger.info(
+                    "ring group call \(command.rawValue)",
+                    metadata: ["call.id": .string(callID), "account.id": .string(accountID), "call.state": .string(changed?.call.state.rawValue ?? "")])
+                return changed?.call ?? call
+            } catch let error as RingRelayError {
+                // The ring is over but the sweep has not marked it yet: do it now, then answer.
+                if error.kind == .conflict, now >= call.ringDeadline { await expire(call) }
+                throw error
+            }
+        }
         let change: CallChange
         do {
             change = try CallRules.change(for: command, on: call, by: actor, at: now)
@@ -191,10 +219,15 @@ struct CallService: Sendable {
         return changed
     }
 
-    /// Ends a ring whose time is up: `call.missed` to the callee, `call.ended` to the caller.
-    /// Harmless when the call has moved on already.
+    /// Ends a ring whose time is up: `call.missed` to the callee, `call.ended` to the caller (in a
+    /// ring group that someone answered, `call.missed` to the identities still ringing, and the
+    /// call goes on). Harmless when the call has moved on already.
     func expire(_ call: Call) async {
         do {
+            if call.group != nil {
+                _ = try await updateGroup(call) { GroupCallRules.timeout($0, at: self.clock.now) }
+                return
+            }
             guard let missed = try await store.transitionCall(CallRules.timeout(call, at: clock.now)) else { return }
             record(missed)
             hub.publish(CallRules.events(after: missed, actingDevice: nil), call: missed)
@@ -212,6 +245,32 @@ struct CallService: Sendable {
         return due.count
     }
 
+    /// Applies a ring group's change, computed by `rule` from `call` as stored: when another change
+    /// got in first, it is computed again from the call that change left (the rule may now throw
+    /// the 409, or return `nil` for "nothing to do"). Then sends its events and missed-call notices.
+    ///
+    /// Every retry means another change was applied, and a call has a bounded number of them
+    /// (each identity rings, answers and leaves once), so the loop ends.
+    @discardableResult
+    private func updateGroup(_ call: Call, _ rule: @Sendable (Call) throws -> GroupCallChange?) async throws -> GroupCallChange? {
+        var current = call
+        for _ in 0..<(RingGroup.maxMembers * 4 + 4) {
+            guard var change = try rule(current) else { return nil }
+            if let stored = try await store.updateCall(change.call, expectedVersion: current.version) {
+                change.call = stored
+                if stored.state != current.state { record(stored) }
+                hub.publish(change.events, call: stored)
+                await notifier.ringEnded(for: change.unanswered, of: stored)
+                return change
+            }
+            guard let latest = try await store.call(id: call.id, accountID: call.accountID) else {
+                throw RingRelayError.notFound("call", id: call.id)
+            }
+            current = latest
+        }
+        throw RingRelayError(.conflict, code: .callNotRinging, "Call '\(call.id)' changed too often to apply the command; try again.")
+    }
+
     private func record(_ call: Call) {
         metrics.recordCallOutcome(call.state)
         if call.state == .accepted, let answeredAt = call.answeredAt {
@@ -225,6 +284,30 @@ struct CallService: Sendable {
         guard let text else { return .audio }
         guard let media = CallMedia(rawValue: text) else { throw .invalidField("media", "must be 'audio' or 'video'.") }
         return media
+    }
+
+    /// The identities a call rings: 1 to ``RingGroup/maxMembers``, each valid, none twice, and in
+    /// a ring group never the caller.
+    private static func callees(_ to: [String], caller: String) throws(RingRelayError) -> [String] {
+        guard (1...RingGroup.maxMembers).contains(to.count) else {
+            throw .invalidField("to", "must name 1 to \(RingGroup.maxMembers) identities; it names \(to.count).")
+        }
+        guard to.count > 1 else {
+            try BindingRules.validateIdentity(to[0], field: "to")
+            return to
+        }
+        var named: Set<String> = []
+        for (index, identity) in to.enumerated() {
+            try BindingRules.validateIdentity(identity, field: "to[\(index)]")
+            guard named.insert(identity).inserted else { throw .invalidField("to[\(index)]", "names '\(identity)' twice.") }
+            guard identity != caller else { throw .invalidField("to[\(index)]", "is the caller; a ring group rings others.") }
+        }
+        return to
+    }
+
+    private static func ringMode(_ text: String) throws(RingRelayError) -> RingMode {
+        guard let mode = RingMode(rawValue: text) else { throw .invalidField("mode", "must be 'first' or 'all'.") }
+        return mode
     }
 
     static func busyPolicy(_ text: String) throws(RingRelayError) -> BusyPolicy {
@@ -251,17 +334,20 @@ struct CallService: Sendable {
         if let problem = AvatarURLRules.problem(with: text) { throw .invalidField("avatarUrl", problem) }
     }
 
-    /// Each box must name an active binding of the callee that has a public key (the key the box is
+    /// Each box must name an active binding of a callee that has a public key (the key the box is
     /// sealed to): a box for anyone else's binding, or one that does not exist, is refused by its
     /// position (nothing rings). Returns the boxed bindings with their boxes, in request order.
     private static func sealedBindings(
-        _ invites: [SealedInvite], callee: String, accountID: String, store: any DataStore
+        _ invites: [SealedInvite], callees: [String], accountID: String, store: any DataStore
     ) async throws -> [(binding: Binding, box: String)] {
-        let calleeBindings = Dictionary(
-            uniqueKeysWithValues: try await store.activeBindings(accountID: accountID, identity: callee).map { ($0.id, $0) })
+        var calleeBindings: [String: Binding] = [:]
+        for callee in callees {
+            for binding in try await store.activeBindings(accountID: accountID, identity: callee) { calleeBindings[binding.id] = binding }
+        }
         return try invites.enumerated().map { index, invite in
             guard let binding = calleeBindings[invite.bindingId] else {
-                throw RingRelayError.invalidField("sealed[\(index)].bindingId", "is not an active binding of '\(callee)'.")
+                let whose = callees.count == 1 ? "'\(callees[0])'" : "any identity called"
+                throw RingRelayError.invalidField("sealed[\(index)].bindingId", "is not an active binding of \(whose).")
             }
             guard binding.publicKey != nil else {
                 throw RingRelayError.invalidField(

@@ -25,6 +25,13 @@ struct MissedCallNotifier: Sendable {
     /// Sends the notices for `call`, just ended; returns once they are started.
     func callEnded(_ call: Call) async {
         guard MissedCallNotices.applies(to: call) else { return }
+        await ringEnded(for: [call.callee], of: call)
+    }
+
+    /// Sends the notices for the identities whose ring of `call` just ended unanswered (in a ring
+    /// group, each identity's ring ends on its own); returns once they are started.
+    func ringEnded(for identities: [String], of call: Call) async {
+        guard !identities.isEmpty else { return }
         var logger = self.logger
         logger[metadataKey: "account.id"] = .string(call.accountID)
         logger[metadataKey: "call.id"] = .string(call.id)
@@ -38,9 +45,13 @@ struct MissedCallNotifier: Sendable {
             }
             guard wanted else { return }
             let now = clock.now
-            let pushes = MissedCallNotices.plan(
-                call: call, deliveries: try await store.deliveries(callID: call.id),
-                bindings: try await store.activeBindings(accountID: call.accountID, identity: call.callee), now: now)
+            let deliveries = try await store.deliveries(callID: call.id)
+            var pushes: [RingPlan.Push] = []
+            for identity in identities {
+                pushes += MissedCallNotices.plan(
+                    call: call, deliveries: deliveries,
+                    bindings: try await store.activeBindings(accountID: call.accountID, identity: identity), now: now)
+            }
             guard !pushes.isEmpty else { return }
             let payloads = Self.payloads(for: call, expiresAt: now.addingTimeInterval(Self.lifetime.timeInterval))
             logger.info("missed call; notifying", metadata: ["notice.count": .stringConvertible(pushes.count)])

@@ -9,7 +9,7 @@ import RingRelayWire
 /// Executes ring plans: rings live connections first, then pushes, one task per delivery, and
 /// records every answer.
 ///
-/// One slow or failing device never delays the others. ``execute(_:call:content:calleeBusy:logger:waitAtMost:)``
+/// One slow or failing device never delays the others. ``execute(_:call:callee:content:calleeBusy:logger:waitAtMost:)``
 /// returns when every delivery has an answer or after `waitAtMost`, whichever comes first; tasks
 /// still running go on in the background (retrying within the ring deadline) and are tracked, so a
 /// graceful shutdown can wait for them (``drain()``, from ``RingDrainService``).
@@ -36,6 +36,8 @@ final class RingExecutor: Sendable {
     /// What every delivery of one ring shares.
     private struct Ring: Sendable {
         var call: Call
+        /// The identity rung (the call's callee, or one identity of its ring group).
+        var callee: String
         var content: RingContent
         var calleeBusy: Bool
         /// Bindings of connected devices, by device id: pushed only when the live ring goes unacknowledged.
@@ -58,14 +60,15 @@ final class RingExecutor: Sendable {
         self.liveFallback = liveFallback
     }
 
-    /// Starts every delivery of `plan` and waits for their answers up to `waitAtMost`.
+    /// Starts every delivery of `plan`, which rings `callee`'s devices, and waits for their answers
+    /// up to `waitAtMost`.
     ///
     /// - Returns: the plan's deliveries in plan order, answered or still `pending` when the wait ran out.
     func execute(
-        _ plan: RingPlan, call: Call, content: RingContent, calleeBusy: Bool, logger: Logger, waitAtMost: Duration
+        _ plan: RingPlan, call: Call, callee: String, content: RingContent, calleeBusy: Bool, logger: Logger, waitAtMost: Duration
     ) async -> [Delivery] {
         guard !plan.isEmpty else { return [] }
-        let ring = Ring(call: call, content: content, calleeBusy: calleeBusy, fallbacks: plan.fallbacks, logger: logger)
+        let ring = Ring(call: call, callee: callee, content: content, calleeBusy: calleeBusy, fallbacks: plan.fallbacks, logger: logger)
         let (answers, continuation) = AsyncStream.makeStream(of: Delivery.self)
         for live in plan.live { start(.live(live), of: ring, answering: continuation) }
         for push in plan.pushes { start(.push(push), of: ring, answering: continuation) }
@@ -142,7 +145,7 @@ final class RingExecutor: Sendable {
     /// the device's push bindings are rung too (once, and only while the call still rings).
     private func ringLive(_ live: RingPlan.LiveRing, of ring: Ring) async -> Delivery {
         let call = ring.call
-        let key = DeviceKey(accountID: call.accountID, identity: call.callee, deviceID: live.deviceID)
+        let key = DeviceKey(accountID: call.accountID, identity: ring.callee, deviceID: live.deviceID)
         let start = ContinuousClock.now
         var answered = live.delivery
         answered.attempts = 1
@@ -161,7 +164,7 @@ final class RingExecutor: Sendable {
         let bindings = ring.fallbacks[live.deviceID] ?? []
         guard !bindings.isEmpty else { return answered }
         do {
-            guard try await store.call(id: call.id, accountID: call.accountID)?.state == .ringing else { return answered }
+            guard try await store.call(id: call.id, accountID: call.accountID)?.isRinging(ring.callee) == true else { return answered }
             let pushes = RingPlan.pushes(to: bindings, call: call, now: clock.now)
             store.recordDeliveries(pushes.map(\.delivery))
             metrics.recordLiveFallback(pushes.count)

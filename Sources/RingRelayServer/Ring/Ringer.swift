@@ -43,7 +43,7 @@ struct Ringer: Sendable {
             updatedAt: now)
         switch try await create(fresh) {
         case .existing(let call): return try await replay(call)
-        case .created(let call, let busy): return try await ring(call, calleeBusy: busy, content: content, waitAtMost: answerWait)
+        case .created(let call, let busy): return try await ring(call, calleeBusy: !busy.isEmpty, content: content, waitAtMost: answerWait)
         }
     }
 
@@ -61,6 +61,16 @@ struct Ringer: Sendable {
         return Result(call: call, deliveries: try await store.deliveries(callID: call.id), replayed: true)
     }
 
+    /// One identity to ring, with what its devices get.
+    struct Callee: Sendable {
+        /// The identity.
+        var identity: String
+        /// Whether it is in an accepted call (sent along with the ring).
+        var busy: Bool
+        /// The ring in every channel's form.
+        var content: RingContent
+    }
+
     /// Plans and rings a new call.
     ///
     /// - Parameters:
@@ -69,37 +79,73 @@ struct Ringer: Sendable {
     ///   - waitAtMost: how long to wait for first answers; `nil` returns as soon as the ring started.
     /// - Returns: the call (`unreachable` when nothing could be rung) and its deliveries.
     func ring(_ call: Call, calleeBusy: Bool, content: RingContent, waitAtMost: Duration?) async throws -> Result {
+        try await ring(call, callees: [Callee(identity: call.callee, busy: calleeBusy, content: content)], waitAtMost: waitAtMost).result
+    }
+
+    /// Plans and rings a new call to `callees` (one, or the identities of a ring group still to
+    /// ring), each over its own devices, at once.
+    ///
+    /// - Returns: the call (`unreachable` when nothing could be rung for any of them), its
+    ///   deliveries, and the identities that had nothing to ring.
+    func ring(_ call: Call, callees: [Callee], waitAtMost: Duration?) async throws -> (result: Result, unreachable: Set<String>) {
         var logger = self.logger
         logger[metadataKey: "account.id"] = .string(call.accountID)
         logger[metadataKey: "call.id"] = .string(call.id)
-        let live = hub.connectedDevices(accountID: call.accountID, identity: call.callee)
-        let bindings = try await store.activeBindings(accountID: call.accountID, identity: call.callee)
-        let plan = RingPlan.make(call: call, liveDevices: live, bindings: bindings, content: content.coverage, now: clock.now)
-        guard !plan.isEmpty else {
+        var plans: [(callee: Callee, plan: RingPlan)] = []
+        var unreachable: Set<String> = []
+        for callee in callees {
+            let live = hub.connectedDevices(accountID: call.accountID, identity: callee.identity)
+            let bindings = try await store.activeBindings(accountID: call.accountID, identity: callee.identity)
+            let plan = RingPlan.make(call: call, liveDevices: live, bindings: bindings, content: callee.content.coverage, now: clock.now)
+            if plan.isEmpty { unreachable.insert(callee.identity) } else { plans.append((callee, plan)) }
+        }
+        guard !plans.isEmpty else {
             var call = call
             call.state = .unreachable
             try await store.setCallState(id: call.id, accountID: call.accountID, state: .unreachable, at: call.createdAt)
             logger.info("no reachable device", metadata: ["call.source": .string(call.source.rawValue)])
             metrics.recordFanout(0)
             metrics.recordCallOutcome(.unreachable)
-            return Result(call: call, deliveries: [], replayed: false)
+            return (Result(call: call, deliveries: [], replayed: false), unreachable)
         }
-        store.recordDeliveries(plan.deliveries)
-        metrics.recordFanout(plan.count)
+        let fanout = plans.reduce(0) { $0 + $1.plan.count }
+        store.recordDeliveries(plans.flatMap(\.plan.deliveries))
+        metrics.recordFanout(fanout)
         logger.info(
             "ringing",
             metadata: [
-                "call.source": .string(call.source.rawValue), "ring.fanout": .stringConvertible(plan.count),
-                "ring.live": .stringConvertible(plan.live.count),
+                "call.source": .string(call.source.rawValue), "ring.fanout": .stringConvertible(fanout),
+                "ring.live": .stringConvertible(plans.reduce(0) { $0 + $1.plan.live.count }),
             ])
-        let deliveries = await executor.execute(
-            plan, call: call, content: content, calleeBusy: calleeBusy, logger: logger, waitAtMost: waitAtMost ?? .zero)
+        let deliveries: [Delivery]
+        if plans.count == 1, let (callee, plan) = plans.first {
+            deliveries = await executor.execute(
+                plan, call: call, callee: callee.identity, content: callee.content, calleeBusy: callee.busy, logger: logger,
+                waitAtMost: waitAtMost ?? .zero)
+        } else {
+            let executor = self.executor
+            let logger = logger
+            let planned = plans
+            deliveries = await withTaskGroup(of: (Int, [Delivery]).self) { group in
+                for (index, (callee, plan)) in planned.enumerated() {
+                    group.addTask {
+                        let answered = await executor.execute(
+                            plan, call: call, callee: callee.identity, content: callee.content, calleeBusy: callee.busy, logger: logger,
+                            waitAtMost: waitAtMost ?? .zero)
+                        return (index, answered)
+                    }
+                }
+                var byPlan: [[Delivery]] = Array(repeating: [], count: plans.count)
+                for await (index, answered) in group { byPlan[index] = answered }
+                return byPlan.flatMap { $0 }
+            }
+        }
         if let first = deliveries.compactMap(\.completedAt).min() {
             metrics.recordFirstPush(first.timeIntervalSince(call.createdAt))
         }
         // The answer reports these records: they are on disk before it goes out (a crash after
         // a 201 must not show the call without them). Under load one write serves many rings.
         try await store.flushDeliveries()
-        return Result(call: call, deliveries: deliveries, replayed: false)
+        return (Result(call: call, deliveries: deliveries, replayed: false), unreachable)
     }
 }
