@@ -329,3 +329,71 @@ import Testing
         }
     }
 }
+
+/// Ring groups through the push simulators: each callee's missed-call notices on their own, and a
+/// sealed group ringing each boxed binding of every callee.
+@Suite struct RingGroupPushTests {
+    @Test func eachCalleeWhoseRingEndsUnansweredIsNotifiedOnItsOwn() async throws {
+        try await SimulatorWorld.with { world in
+            // Bob takes the ring live on b1 and answers; Carol (an alert binding) and Dave (FCM) are offline.
+            _ = try await world.binding("apns_alert", token: apnsToken(seed: 61), device: "b1")
+            _ = try await world.binding("apns_alert", token: apnsToken(seed: 62), device: "c9", identity: "carol")
+            _ = try await world.binding("apns_voip", token: apnsToken(seed: 63), device: "c9", identity: "carol")
+            _ = try await world.binding("fcm", token: FCMTestPushTests.fcmToken(64), device: "d9", identity: "dave")
+            let bobToken = try await world.client.accessToken(identity: "bob", deviceID: "b1", key: world.key)
+            let b1 = try await LiveDevice.connect(port: world.port, token: bobToken)
+
+            let call = try await world.call(
+                #"{"from":"alice","to":["bob","carol","dave"],"mode":"all","displayName":"Alice","notifyMissed":true,"ringTimeoutSeconds":20}"#)
+            #expect(try await b1.nextEvent().type == .incoming)
+            #expect(try await world.client.send(.post, "/v1/calls/\(call.id)/accept", token: bobToken).status == .ok)
+
+            // The ring times out for Carol and Dave while Bob stays in the call: one notice each.
+            world.server.clock.advance(by: 21)
+            let record = try await world.record(call.id, notices: 2)
+            #expect(record.state == "accepted")
+            let notices = (record.deliveries ?? []).filter { $0.kind == MissedCallNotices.kind }
+            #expect(Set(notices.compactMap(\.deviceId)) == ["c9", "d9"])
+            #expect(notices.allSatisfy { $0.outcome == "delivered" })
+            #expect(world.alerts.map(\.deviceToken) == [apnsToken(seed: 62)])
+            #expect(world.notifications.map(\.registrationToken) == [FCMTestPushTests.fcmToken(64)])
+
+            // Ending the call tells nobody else anything: Bob answered, the others were told once.
+            #expect(try await world.client.send(.post, "/v1/calls/\(call.id)/end", token: bobToken).status == .ok)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(world.alerts.count == 1 && world.notifications.count == 1)
+            await b1.close()
+        }
+    }
+
+    @Test func aSealedGroupRingsEachBoxedBindingOfEveryCallee() async throws {
+        try await SimulatorWorld.with { world in
+            let key = IdentityKeysTests.publicKey()
+            let bob = try await world.binding("apns_voip", token: apnsToken(seed: 71), device: "b1", publicKey: key)
+            let carol = try await world.binding("apns_alert", token: apnsToken(seed: 72), device: "c1", publicKey: key, identity: "carol")
+            _ = try await world.binding("apns_voip", token: apnsToken(seed: 73), device: "d1", publicKey: key, identity: "dave")
+            let boxes = [bob.id: "Ym94LWZvci1ib2I=", carol.id: "Ym94LWZvci1jYXJvbA=="]
+            let sealed = boxes.map { #"{"bindingId":"\#($0.key)","box":"\#($0.value)"}"# }.joined(separator: ",")
+            // Dave has no box: nothing can ring for him.
+            let call = try await world.call(#"{"from":"alice","to":["bob","carol","dave"],"sealed":[\#(sealed)]}"#)
+            #expect(call.sealed == true)
+            #expect(call.participants?.first { $0.identity == "dave" }?.state == "unreachable")
+
+            let pushed = try await LiveDeliveryTests.pushes(to: [apnsToken(seed: 71), apnsToken(seed: 72)], at: world.apns)
+            struct Push: Decodable { var ringrelay: NativeInvite }
+            var opened: [String: String] = [:]
+            for push in pushed { opened[push.deviceToken] = try JSONDecoder.ringRelay.decode(Push.self, from: push.payload).ringrelay.sealed }
+            #expect(opened == [apnsToken(seed: 71): boxes[bob.id], apnsToken(seed: 72): boxes[carol.id]])
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(!world.apns.received.contains { $0.deviceToken == apnsToken(seed: 73) })
+
+            // A box for a binding of nobody called is refused by its position.
+            let outsider = try await world.binding("apns_alert", token: apnsToken(seed: 74), device: "e1", publicKey: key, identity: "erin")
+            let refused = try await world.client.send(
+                .post, "/v1/calls", token: world.key,
+                json: #"{"from":"alice","to":["bob","carol"],"sealed":[{"bindingId":"\#(outsider.id)","box":"Ym94"}]}"#)
+            #expect(refused.status == .unprocessableContent)
+            #expect(String(buffer: refused.body).contains("sealed[0].bindingId"))
+        }
+    }
+}

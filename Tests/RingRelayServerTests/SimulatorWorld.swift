@@ -21,8 +21,10 @@ struct SimulatorWorld {
     let port: Int
     let key: String
 
-    func binding(_ type: String, token: String, device: String?, publicKey: String? = nil) async throws -> BindingResource {
-        var body = #"{"identity":"bob","type":"\#(type)","token":"\#(token)""#
+    func binding(_ type: String, token: String, device: String?, publicKey: String? = nil, identity: String = "bob") async throws
+        -> BindingResource
+    {
+        var body = #"{"identity":"\#(identity)","type":"\#(type)","token":"\#(token)""#
         if let device { body += #","deviceId":"\#(device)""# }
         if let publicKey { body += #","publicKey":"\#(publicKey)""# }
         return try await client.createBinding(body + "}", token: key)

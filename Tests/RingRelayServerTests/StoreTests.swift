@@ -75,6 +75,57 @@ import RingRelayWire
         }
     }
 
+    /// A ring group's changes are compare-and-set on the call's version: of many changes computed
+    /// from one version exactly one is stored, and a reopened store reads the group back as written.
+    @Test func ringGroupChangesApplyOnlyToTheVersionTheyCameFrom() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.appending("ringrelay.sqlite")
+        let now = Date(timeIntervalSince1970: 1_790_000_000.123)
+        let store = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
+        let account = Account(id: "acc_1", name: "acme", createdAt: now)
+        try await store.createAccount(
+            account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now))
+        let call = Call(
+            id: ResourceID.make(ResourceID.call, at: now), accountID: "acc_1", source: .native, caller: "alice", callee: "bob", state: .ringing,
+            externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(30), updatedAt: now,
+            group: RingGroup(mode: .all, members: ["bob", "carol", "dave"].map { CallParticipant(identity: $0) }))
+        guard case .created(let created, let busy) = try await store.createCall(call) else {
+            Issue.record("not created")
+            return
+        }
+        #expect(busy.isEmpty)
+        let accepts = try await withThrowingTaskGroup(of: Call?.self) { group in
+            for identity in ["bob", "carol", "dave"] {
+                group.addTask {
+                    let change = try GroupCallRules.change(
+                        for: .accept, on: created, by: CallActor(identity: identity, deviceID: "\(identity)-1"), at: now.addingTimeInterval(1))
+                    return try await store.updateCall(change.call, expectedVersion: created.version)
+                }
+            }
+            return try await group.reduce(into: [Call]()) { if let stored = $1 { $0.append(stored) } }
+        }
+        #expect(accepts.count == 1)
+        let winner = try #require(accepts.first)
+        #expect(winner.version == created.version + 1)
+        // The identity now in the call is busy for the next call; the others are not.
+        let joined = try #require(winner.group?.joined.first?.identity)
+        for identity in ["bob", "carol", "dave", "erin"] {
+            let next = Call(
+                id: ResourceID.make(ResourceID.call, at: now), accountID: "acc_1", source: .native, caller: "zed", callee: identity, state: .ringing,
+                externalID: nil, createdAt: now.addingTimeInterval(2), ringDeadline: now.addingTimeInterval(30), updatedAt: now)
+            guard case .created(_, let busy) = try await store.createCall(next) else { continue }
+            #expect(busy == (identity == joined ? [identity] : []), "\(identity)")
+        }
+        try await store.close()
+
+        let reopened = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
+        let read = try #require(try await reopened.call(id: call.id, accountID: "acc_1"))
+        #expect(read == winner)
+        #expect(read.group?.members.first { $0.identity == joined }?.answeredAt == Date(timeIntervalSince1970: 1_790_000_001.123))
+        try await reopened.close()
+    }
+
     @Test func concurrentRegistrationsOfOneTokenMakeOneBinding() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -136,7 +136,9 @@ struct CallService: Sendable {
     ) -> RingContent {
         var content = RingContent()
         content.liveEvent = .incoming
-        guard !sealed.isEmpty else {
+        // Decided by the call, not by the boxes at hand: a ring group's identity without a box
+        // gets nothing, never the plain invite.
+        guard call.isSealed else {
             let invite = NativeInvite(
                 callId: call.id, from: .init(identity: call.caller ?? "", displayName: call.callerName, avatarUrl: call.callerAvatarURL),
                 media: call.media.rawValue, sentAt: sentAt, expiresAt: call.ringDeadline, metadata: metadata,
