@@ -131,6 +131,16 @@ extension CallEndReason {
     }
 }
 
+extension RingMode {
+    /// How a ring group rings, as the phone says it after the callees.
+    var words: String {
+        switch self {
+        case .first: "the first to answer takes it"
+        case .all: "each joins on answering"
+        }
+    }
+}
+
 extension CallParticipant.State {
     /// What a participant did, after its identity: `joined`, `declined`, `left`, …
     var words: String {
@@ -255,11 +265,7 @@ final class TerminalCallUI: SystemCallUI {
         event.state = "ringing"
         event.mode = call?.ringMode?.rawValue
         event.participants = group.isEmpty ? nil : group
-        let how = switch call?.ringMode {
-        case .first?: " (the first to answer takes it)"
-        case .all?: " (each joins on answering)"
-        case nil: ""
-        }
+        let how = call?.ringMode.map { " (\($0.words))" } ?? ""
         output.emit(event, text: "Calling \(callees)\(how) [\(callId ?? "no id")]: ringing. h cancel")
     }
 

@@ -62,7 +62,8 @@ struct RingGroupTests {
             ("evt_4", ["bob": "left", "carol": "accepted", "dave": "declined"], "bob", "left"),
         ] {
             connection.serve(
-                Make.groupEvent(.participantUpdated, eventId, Make.groupCall("call_g", state: "accepted", parts: parts), participant: who, reason: reason))
+                Make.groupEvent(
+                    .participantUpdated, eventId, Make.groupCall("call_g", state: "accepted", parts: parts), participant: who, reason: reason))
         }
         // Acknowledged once handled.
         #expect(await eventually { connection.acks.count == 4 })
@@ -110,7 +111,10 @@ struct RingGroupTests {
         connection.serve(Make.groupEvent(.accepted, "evt_1", answered, participant: "carol"))
         #expect(await eventually { call.state == .connected })
         #expect(call.participants.first { $0.state == .accepted }?.identity == "carol")
-        #expect(heard.all == ["outgoing call_f", "call_f participants bob answered_elsewhere, carol accepted, dave answered_elsewhere", "call_f connected"])
+        #expect(
+            heard.all == [
+                "outgoing call_f", "call_f participants bob answered_elsewhere, carol accepted, dave answered_elsewhere", "call_f connected",
+            ])
 
         try await call.end()
         #expect(http.requests.last.map { "\($0.method) \($0.url.path)" } == "POST /v1/calls/call_f/end")
@@ -167,7 +171,9 @@ struct RingGroupTests {
                 FakeHTTP.json(200, Make.groupCall("call_on", state: "accepted", parts: ["bob": "accepted", "carol": "ringing"], answeredBy: "b1"))
             default:
                 FakeHTTP.json(
-                    200, Make.groupCall("call_over", state: "accepted", mode: "first", parts: ["bob": "accepted", "carol": "answered_elsewhere"], answeredBy: "b1"))
+                    200,
+                    Make.groupCall(
+                        "call_over", state: "accepted", mode: "first", parts: ["bob": "accepted", "carol": "answered_elsewhere"], answeredBy: "b1"))
             }
         }
         let client = makeClient()
@@ -188,7 +194,10 @@ struct RingGroupTests {
         let client = makeClient()
         let page = try await client.recentCalls()
         #expect(page.data[0].ringMode == .all)
-        #expect(page.data[0].ringGroup == [CallParticipant(identity: "bob", state: .left, answeredBy: "b1"), CallParticipant(identity: "carol", state: .unknown("on_hold"))])
+        #expect(
+            page.data[0].ringGroup == [
+                CallParticipant(identity: "bob", state: .left, answeredBy: "b1"), CallParticipant(identity: "carol", state: .unknown("on_hold")),
+            ])
         #expect(page.data[0].ringGroup[1].state.wireValue == "on_hold")
         #expect(page.data[1].ringMode == nil)
         #expect(page.data[1].ringGroup.isEmpty)

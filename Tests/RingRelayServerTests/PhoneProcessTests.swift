@@ -181,14 +181,17 @@ import Testing
     @Test func aScriptedRingGroupPrintsEachCalleesAnswer() async throws {
         try await Self.withServer { client, url, key, directory in
             let callee = { (identity: String, script: String) in
-                try Phone(["--server", url, "--api-key", key, "--identity", identity, "--device-id", "\(identity)-1", script], directory: directory.path)
+                try Phone(
+                    ["--server", url, "--api-key", key, "--identity", identity, "--device-id", "\(identity)-1", script],
+                    directory: directory.path)
             }
             let bob = try callee("bob", "--auto-answer=200ms")
             let carol = try callee("carol", "--auto-reject")
             for phone in [bob, carol] { try await phone.waitFor("ready") { $0["event"] == "ready" } }
 
             let alice = try Phone(
-                ["--server", url, "--api-key", key, "--identity", "alice", "--call", "bob", "--call", "carol", "--ring-all"], directory: directory.path)
+                ["--server", url, "--api-key", key, "--identity", "alice", "--call", "bob", "--call", "carol", "--ring-all"],
+                directory: directory.path)
             let outgoing = try await alice.waitFor("outgoing") { $0["event"] == "outgoing" }
             #expect(outgoing["mode"] == "all")
             let callID = try #require(outgoing["callId"])

@@ -17,8 +17,8 @@ struct APIClient: CallSignaling {
         options: CallOptions
     ) async throws(RingRelayError) -> CallResource {
         let body = CreateCallRequest(
-            to: callees, mode: callees.count > 1 ? mode.rawValue : nil, media: media.rawValue, metadata: metadata, displayName: displayName, avatarUrl: avatarURL?.absoluteString,
-            ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed)
+            to: callees, mode: callees.count > 1 ? mode.rawValue : nil, media: media.rawValue, metadata: metadata, displayName: displayName,
+            avatarUrl: avatarURL?.absoluteString, ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed)
         return try await send("POST", ["v1", "calls"], body: body)
     }
 
