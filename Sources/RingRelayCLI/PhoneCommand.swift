@@ -10,7 +10,9 @@ import UnixSignals
 /// It connects as one device of one identity, shows incoming calls and lets the user answer,
 /// reject, hang up, hold, swap and place calls from the keyboard. The script options answer,
 /// reject, call and hang up by themselves, and `--json` prints one event per line, for demos
-/// and tests. With `--key-file` it places (`--sealed`, `c <identity> sealed`) and answers sealed
+/// and tests. Several callees make a ring group (`c bob carol`, `--call bob --call carol`): the
+/// first to answer takes the call, or with `all` / `--ring-all` each joins, and the phone prints
+/// who joined, declined or left. With `--key-file` it places (`--sealed`, `c <identity> sealed`) and answers sealed
 /// calls, whose caller, name and media only the two phones read.
 struct PhoneCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -23,6 +25,11 @@ struct PhoneCommand: AsyncParsableCommand {
             Commands, one a line: a answer, r reject, h hang up, o hold/resume, s swap, \
             c <identity> call (c <identity> sealed: a sealed call), l list calls, q quit. The end \
             of input (Ctrl-D) quits too; run in the background or from a script with --no-input.
+
+            Ring groups: c bob carol dave rings all three at once and the first to answer takes \
+            the call; c bob carol dave all lets each of them join as they answer (--ring-all makes \
+            that the default). The phone prints each callee's change: carol joined, dave \
+            declined, bob left.
 
             Sealed calls: --key-file names this phone's P-256 key, made (mode 0600) on first use \
             and reused after; the phone registers its public half so callers can seal to it, and \
@@ -52,8 +59,11 @@ struct PhoneCommand: AsyncParsableCommand {
     @Flag(help: "Reject incoming calls at once.")
     var autoReject = false
 
-    @Option(help: ArgumentHelp("Call this identity as soon as the phone is connected.", valueName: "identity"))
-    var call: String?
+    @Option(help: ArgumentHelp("Call this identity as soon as the phone is connected; repeat for a ring group.", valueName: "identity"))
+    var call: [String] = []
+
+    @Flag(help: "Let every callee of a ring group (--call given twice or more, or 'c' with several) join, not only the first to answer.")
+    var ringAll = false
 
     @Flag(help: "Make --call and 'c' calls video calls.")
     var video = false
@@ -104,7 +114,8 @@ struct PhoneCommand: AsyncParsableCommand {
         let (quit, quitting) = await quitSignals()
         let output = PhoneOutput(json: json, readerGone: { quitting.yield("output closed") })
         let script = PhoneScript(
-            autoAnswer: autoAnswer?.duration, autoReject: autoReject, call: call, hangupAfter: hangupAfter?.duration,
+            autoAnswer: autoAnswer?.duration, autoReject: autoReject, call: call, ringMode: ringAll ? .all : .first,
+            hangupAfter: hangupAfter?.duration,
             media: video ? .video : .audio, displayName: displayName, sealed: sealed)
         let phone: Softphone
         do {

@@ -10,8 +10,10 @@ struct PhoneScript: Sendable {
     var autoAnswer: Duration?
     /// Reject incoming calls at once.
     var autoReject: Bool
-    /// Call this identity once connected.
-    var call: String?
+    /// Call these identities once connected: one, or a ring group of several.
+    var call: [String]
+    /// How the ring groups the phone places ring: everyone may join (`all`), or the first to answer.
+    var ringMode: RingMode
     /// Hang up calls this long after they connected.
     var hangupAfter: Duration?
     /// The media of the calls the phone places.
@@ -40,6 +42,8 @@ struct PhoneEvent: Encodable, Sendable {
     var retryInMs: Int?
     var message: String?
     var calls: [PhoneCallSummary]?
+    var mode: String?
+    var participants: [String]?
     var bindingId: String?
     var keyId: String?
     var created: Bool?
@@ -123,6 +127,34 @@ extension CallEndReason {
         case .unanswered: "unanswered"
         case .answeredElsewhere: "answered elsewhere"
         case .declinedElsewhere: "declined elsewhere"
+        }
+    }
+}
+
+extension RingMode {
+    /// How a ring group rings, as the phone says it after the callees.
+    var words: String {
+        switch self {
+        case .first: "the first to answer takes it"
+        case .all: "each joins on answering"
+        }
+    }
+}
+
+extension CallParticipant.State {
+    /// What a participant did, after its identity: `joined`, `declined`, `left`, …
+    var words: String {
+        switch self {
+        case .ringing: "rings"
+        case .accepted: "joined"
+        case .declined: "declined"
+        case .busy: "is busy"
+        case .unreachable: "could not be reached"
+        case .missed: "did not answer"
+        case .cancelled: "stopped ringing"
+        case .answeredElsewhere: "stopped ringing (someone else answered)"
+        case .left: "left"
+        case .unknown(let name): "is \(name)"
         }
     }
 }
@@ -222,13 +254,19 @@ final class TerminalCallUI: SystemCallUI {
     }
 
     func reportOutgoingCallStarted(_ report: OutgoingCallReport) {
-        let callId = manager.withLock { $0 }?.call(uuid: report.uuid)?.serverCallId
-        shown.withLock { $0[report.uuid] = Shown(callId: callId, remote: report.callee.displayText) }
+        let call = manager.withLock { $0 }?.call(uuid: report.uuid)
+        let callId = call?.serverCallId
+        let group = call?.participants.map(\.identity) ?? []
+        let callees = group.isEmpty ? report.callee.identity : group.joined(separator: ", ")
+        shown.withLock { $0[report.uuid] = Shown(callId: callId, remote: group.isEmpty ? report.callee.displayText : callees) }
         var event = PhoneEvent("outgoing", callId: callId, uuid: report.uuid)
         event.to = report.callee.identity
         event.media = report.hasVideo ? "video" : "audio"
         event.state = "ringing"
-        output.emit(event, text: "Calling \(report.callee.identity) [\(callId ?? "no id")]: ringing. h cancel")
+        event.mode = call?.ringMode?.rawValue
+        event.participants = group.isEmpty ? nil : group
+        let how = call?.ringMode.map { " (\($0.words))" } ?? ""
+        output.emit(event, text: "Calling \(callees)\(how) [\(callId ?? "no id")]: ringing. h cancel")
     }
 
     func reportOutgoingCallConnected(uuid: UUID) { connected(uuid) }
@@ -293,7 +331,9 @@ final class Softphone: Sendable {
     /// A keyboard command.
     enum Command: Equatable {
         case answer, reject, hangUp, holdOrResume, swap, list, quit, help
-        case call(String, sealed: Bool)
+        /// `c <identity>… [all] [sealed]`: one identity, or a ring group of several; `all` lets
+        /// each of them join.
+        case call([String], all: Bool, sealed: Bool)
         case unknown(String)
 
         /// Parses one input line; `nil` for an empty one.
@@ -309,14 +349,25 @@ final class Softphone: Sendable {
             case "l": self = .list
             case "q": self = .quit
             case "?", "help": self = .help
-            case "c" where words.count == 2: self = .call(words[1], sealed: false)
-            case "c" where words.count == 3 && words[2].lowercased() == "sealed": self = .call(words[1], sealed: true)
+            case "c" where words.count > 1: self = Self.call(Array(words.dropFirst()))
             default: self = .unknown(line)
             }
         }
+
+        /// The identities to call, then the trailing options `all` and `sealed`, in any order.
+        private static func call(_ words: [String]) -> Command {
+            var callees = words
+            var options: Set<String> = []
+            while callees.count > 1, let last = callees.last?.lowercased(), last == "all" || last == "sealed" {
+                options.insert(last)
+                callees.removeLast()
+            }
+            return .call(callees, all: options.contains("all"), sealed: options.contains("sealed"))
+        }
     }
 
-    static let help = "a answer, r reject, h hang up, o hold/resume, s swap, c <identity> [sealed] call, l list, q quit"
+    static let help =
+        "a answer, r reject, h hang up, o hold/resume, s swap, c <identity>… [all] [sealed] call (several: a ring group), l list, q quit"
 
     private let client: RingRelayClient
     private let script: PhoneScript
@@ -404,6 +455,7 @@ final class Softphone: Sendable {
             switch event {
             case .incomingCall(let call): incoming(call)
             case .stateChanged(let call, .connected): armHangup(call)
+            case .participantsChanged(let call, let changed) where call.direction == .outgoing: participantsChanged(call, changed)
             case .sealedInviteRefused(let call, let refusal): refused(call, refusal)
             default: break
             }
@@ -448,9 +500,9 @@ final class Softphone: Sendable {
                 event.deviceId = ready.deviceId
                 event.replayed = ready.replayed
                 output.emit(event, text: "Ready: \(ready.identity) on device \(ready.deviceId). \(Self.help)")
-                if !placedScriptedCall, let callee = script.call {
+                if !placedScriptedCall, !script.call.isEmpty {
                     placedScriptedCall = true
-                    Task { await self.placeCall(to: callee, sealed: self.script.sealed) }
+                    Task { await self.placeCall(to: self.script.call, mode: self.script.ringMode, sealed: self.script.sealed) }
                 }
             case .waitingToReconnect(let delay):
                 var event = PhoneEvent("disconnected")
@@ -501,14 +553,32 @@ final class Softphone: Sendable {
         output.emit(event, text: "Sealed call [\(call.serverCallId ?? "no id")] refused: \(refusal.description)")
     }
 
-    private func placeCall(to callee: String, sealed: Bool) async {
-        guard !sealed || sealedKey != nil else {
-            return reportError("Could not call \(callee) sealed: start the phone with --key-file for sealed calls.", callId: nil)
+    /// The callees of a ring group the phone placed answered, declined, missed the ring or left.
+    private func participantsChanged(_ call: Call, _ changed: [CallParticipant]) {
+        for participant in changed {
+            var event = PhoneEvent("participant", callId: call.serverCallId, uuid: call.uuid)
+            event.identity = participant.identity
+            event.state = participant.state.wireValue
+            output.emit(event, text: "\(participant.identity) \(participant.state.words) [\(call.serverCallId ?? "no id")]")
         }
+    }
+
+    private func placeCall(to callees: [String], mode: RingMode, sealed: Bool) async {
+        let names = callees.joined(separator: ", ")
         do {
-            _ = try await client.startCall(to: callee, sealed: sealed, media: script.media, displayName: script.displayName)
+            if sealed {
+                guard sealedKey != nil else {
+                    return reportError("Could not call \(names) sealed: start the phone with --key-file for sealed calls.", callId: nil)
+                }
+                guard let callee = callees.first, callees.count == 1 else {
+                    return reportError("Could not call \(names) sealed: a sealed call rings one identity.", callId: nil)
+                }
+                _ = try await client.startCall(to: callee, sealed: true, media: script.media, displayName: script.displayName)
+            } else {
+                _ = try await client.startCall(to: callees, mode: mode, media: script.media, displayName: script.displayName)
+            }
         } catch {
-            reportError("Could not call \(callee): \(Self.describe(error))", callId: nil)
+            reportError("Could not call \(names): \(Self.describe(error))", callId: nil)
         }
     }
 
@@ -536,8 +606,8 @@ final class Softphone: Sendable {
             }
         case .swap:
             if !client.calls.swap() { output.note("No held call to swap to.") }
-        case .call(let callee, let sealed):
-            await placeCall(to: callee, sealed: sealed || script.sealed)
+        case .call(let callees, let all, let sealed):
+            await placeCall(to: callees, mode: all ? .all : script.ringMode, sealed: sealed || script.sealed)
         case .list:
             list(calls)
         case .help, .quit:

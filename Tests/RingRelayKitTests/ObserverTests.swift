@@ -37,6 +37,8 @@ final class Transcript: Sendable {
             case .outgoingCall: "outgoing \(id)"
             case .stateChanged(_, let state): "\(id) \(state)"
             case .infoChanged: "\(id) info"
+            case .participantsChanged(_, let changed):
+                "\(id) participants \(changed.map { "\($0.identity) \($0.state.wireValue)" }.joined(separator: ", "))"
             case .muteChanged(_, let muted): "\(id) muted \(muted)"
             case .dtmf(_, let digits): "\(id) dtmf \(digits)"
             case .sealedInviteRefused(_, let refusal): "\(id) refused \(refusal)"

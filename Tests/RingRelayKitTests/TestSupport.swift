@@ -163,6 +163,23 @@ enum Make {
             calleeBusy: calleeBusy, provider: provider, payload: payload)
     }
 
+    /// A ring group's call from Alice: `parts` in the order named, each `identity: state`.
+    static func groupCall(
+        _ callId: String, state: String = "ringing", mode: String = "all", parts: KeyValuePairs<String, String>, answeredBy: String? = nil
+    ) -> CallResource {
+        var call = Make.call(callId, state: state, to: parts.first?.key ?? "bob", answeredBy: answeredBy)
+        call.mode = mode
+        call.participants = parts.map { CallParticipantResource(identity: $0.key, state: $0.value) }
+        return call
+    }
+
+    /// An event about a ring group's call.
+    static func groupEvent(
+        _ type: CallEventType, _ eventId: String, _ call: CallResource, participant: String? = nil, reason: String? = nil
+    ) -> CallEvent {
+        CallEvent(type: type, eventId: eventId, callId: call.id, call: call, sentAt: Dates.sent, reason: reason, participant: participant)
+    }
+
     static func iso(_ date: Date) -> String { date.formatted(.iso8601) }
 
     static func json(_ value: some Encodable) -> String {

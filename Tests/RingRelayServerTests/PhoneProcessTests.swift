@@ -176,6 +176,40 @@ import Testing
         }
     }
 
+    /// A ring group from the phone: `--call` twice with `--ring-all` rings both callees at once,
+    /// and the caller prints each callee's answer or decline, and connects once.
+    @Test func aScriptedRingGroupPrintsEachCalleesAnswer() async throws {
+        try await Self.withServer { client, url, key, directory in
+            let callee = { (identity: String, script: String) in
+                try Phone(
+                    ["--server", url, "--api-key", key, "--identity", identity, "--device-id", "\(identity)-1", script],
+                    directory: directory.path)
+            }
+            let bob = try callee("bob", "--auto-answer=200ms")
+            let carol = try callee("carol", "--auto-reject")
+            for phone in [bob, carol] { try await phone.waitFor("ready") { $0["event"] == "ready" } }
+
+            let alice = try Phone(
+                ["--server", url, "--api-key", key, "--identity", "alice", "--call", "bob", "--call", "carol", "--ring-all"],
+                directory: directory.path)
+            let outgoing = try await alice.waitFor("outgoing") { $0["event"] == "outgoing" }
+            #expect(outgoing["mode"] == "all")
+            let callID = try #require(outgoing["callId"])
+            try await alice.waitFor("bob joined") { $0["event"] == "participant" && $0["identity"] == "bob" && $0["state"] == "accepted" }
+            try await alice.waitFor("carol declined") { $0["event"] == "participant" && $0["identity"] == "carol" && $0["state"] == "declined" }
+            try await alice.waitFor("connected") { $0["event"] == "connected" }
+            #expect(alice.events(of: callID).filter { $0 == "connected" }.count == 1)
+            #expect(try await client.send(.get, "/v1/calls/\(callID)", token: key).decode(CallResource.self).mode == "all")
+
+            // Quitting hangs up: Bob's call ends.
+            try await alice.stop()
+            let ended = try await bob.waitFor("ended") { $0["event"] == "ended" && $0["callId"] == callID }
+            #expect(ended["reason"] == "remoteEnded")
+            try await bob.stop()
+            try await carol.stop()
+        }
+    }
+
     /// The end of standard input quits the phone as `q` does, hanging up its call; the account
     /// key comes from the environment, never the command line.
     @Test func theEndOfInputQuitsAndHangsUp() async throws {
@@ -384,9 +418,13 @@ import Testing
         #expect(PhoneDuration(argument: "soon") == nil)
         #expect(PhoneDuration(argument: "-1s") == nil)
         #expect(Softphone.Command(line: "a") == .answer)
-        #expect(Softphone.Command(line: "  c   carol ") == .call("carol", sealed: false))
-        #expect(Softphone.Command(line: "c carol Sealed") == .call("carol", sealed: true))
-        #expect(Softphone.Command(line: "c carol later") == .unknown("c carol later"))
+        #expect(Softphone.Command(line: "  c   carol ") == .call(["carol"], all: false, sealed: false))
+        #expect(Softphone.Command(line: "c carol Sealed") == .call(["carol"], all: false, sealed: true))
+        #expect(Softphone.Command(line: "c carol dave") == .call(["carol", "dave"], all: false, sealed: false))
+        #expect(Softphone.Command(line: "c carol dave ALL") == .call(["carol", "dave"], all: true, sealed: false))
+        #expect(Softphone.Command(line: "c carol dave sealed all") == .call(["carol", "dave"], all: true, sealed: true))
+        // A lone keyword is an identity.
+        #expect(Softphone.Command(line: "c all") == .call(["all"], all: false, sealed: false))
         #expect(Softphone.Command(line: "c") == .unknown("c"))
         #expect(Softphone.Command(line: "Q") == .quit)
         #expect(Softphone.Command(line: "   ") == nil)

@@ -7,7 +7,8 @@ import Synchronization
 /// Observe it with the manager's observers (``CallManager/addObserver(on:_:)``), with callbacks
 /// (``onRinging``, ``onConnected``, ``onDisconnected``, ``onInfoChanged``), delivered on the
 /// manager's ``CallbackExecutor``, or with ``updates()``. Act on it with ``answer()``,
-/// ``reject()``, ``end()``, ``hold()``, ``resume()`` and ``setMuted(_:)``.
+/// ``reject()``, ``end()``, ``hold()``, ``resume()`` and ``setMuted(_:)``. A ring group's call
+/// (``ringMode`` set) says where each identity rung stands in ``participants``.
 ///
 /// ```swift
 /// token = calls.addObserver { event in
@@ -38,6 +39,9 @@ public final class Call: Sendable, Identifiable {
         var serverCallId: String?
         var providerPayload: JSONValue?
         var metadata: JSONValue?
+        var ringMode: RingMode?
+        /// Changed by ``updateParticipants(_:)`` only, which tells observers of it as such.
+        var participants: [CallParticipant] = []
     }
 
     private struct Observers: Sendable {
@@ -92,6 +96,16 @@ public final class Call: Sendable, Identifiable {
     /// carries no media; the app mutes its microphone when it hears
     /// ``CallManager/Event/muteChanged(_:isMuted:)``.
     public var isMuted: Bool { storage.withLock { $0.isMuted } }
+    /// For a ring group (a call to several identities at once), how it rings; `nil` for a call
+    /// to one identity.
+    public var ringMode: RingMode? { storage.withLock { $0.info.ringMode } }
+    /// For a ring group, every identity rung, in the order the caller named them, with where each
+    /// stands: who rings, who joined, declined, missed or left. Empty for a call to one identity.
+    /// Observers hear of each change (``CallManager/Event/participantsChanged(_:changed:)``).
+    ///
+    /// For an outgoing call, ``remote`` is the first identity named; the participants say who
+    /// answered.
+    public var participants: [CallParticipant] { storage.withLock { $0.info.participants } }
 
     // MARK: Observers
 
@@ -210,6 +224,20 @@ public final class Call: Sendable, Identifiable {
         }
     }
 
+    /// Replaces the participants with the server's latest word on them; observers hear which
+    /// changed, if any did.
+    func updateParticipants(_ participants: [CallParticipant]) {
+        let changed = storage.withLock { storage -> [CallParticipant] in
+            let before = Dictionary(storage.info.participants.map { ($0.identity, $0) }, uniquingKeysWith: { first, _ in first })
+            let changed = participants.filter { before[$0.identity] != $0 }
+            storage.info.participants = participants
+            guard !changed.isEmpty else { return [] }
+            for continuation in storage.observers.streams.values { continuation.yield(.participantsChanged(changed)) }
+            return changed
+        }
+        if !changed.isEmpty { manager.publish(.participantsChanged(self, changed: changed)) }
+    }
+
     /// Sets the mute flag of a call that is not over; observers hear of a change.
     ///
     /// - Returns: whether the flag changed.
@@ -242,5 +270,16 @@ public final class Call: Sendable, Identifiable {
     /// set just after the call was announced still hears about the first change.
     private func deliver(_ body: @escaping @Sendable (Observers) -> Void) {
         executor.execute { [self] in body(storage.withLock { $0.observers }) }
+    }
+}
+
+extension Call.Info {
+    /// What a call this device placed shows: the callee (the first identity named, for a ring
+    /// group), the server's id, the ring group; media and metadata as the caller knows them
+    /// (a sealed call's server record does not say).
+    init(placed resource: CallResource, media: CallMedia, metadata: JSONValue?) {
+        self.init(
+            remote: CallParty(identity: resource.to), media: media, serverCallId: resource.id, metadata: metadata,
+            ringMode: resource.ringMode, participants: resource.ringGroup)
     }
 }

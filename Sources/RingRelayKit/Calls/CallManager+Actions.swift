@@ -166,14 +166,52 @@ extension CallManager {
         to callee: String, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil, metadata: JSONValue? = nil,
         options: CallOptions = CallOptions()
     ) async throws(RingRelayError) -> Call {
+        try await startCall(
+            to: [callee], mode: .first, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata, options: options)
+    }
+
+    /// Calls several identities of this account at once, a ring group (or one, as
+    /// ``startCall(to:media:displayName:avatarURL:metadata:options:)`` does): the server rings all
+    /// their devices. A connected call is put on hold.
+    ///
+    /// The call connects when the first callee answers. In mode ``RingMode/first`` that callee
+    /// has the call and every other device stops ringing. In mode ``RingMode/all`` the others
+    /// ring on and join as they answer; the call ends when this device hangs up or the last one
+    /// in it leaves. ``Call/participants`` says where each callee stands, and observers hear each
+    /// change (``Event/participantsChanged(_:changed:)``).
+    ///
+    /// ```swift
+    /// let call = try await calls.startCall(to: ["bob", "carol", "dave"], mode: .all, displayName: "Alice")
+    /// for await update in call.updates() {
+    ///     if case .participantsChanged(let changed) = update { show(changed) }  // "Carol joined"
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - callees: the identities to ring, at most 20, each once, not this device's own.
+    ///   - mode: how a ring group rings (``RingMode/first`` by default); ignored for one callee.
+    ///   - media: audio or video.
+    ///   - displayName: this caller's name, as the callee's call screen shows it.
+    ///   - avatarURL: this caller's picture, for the callee's app to show: an `https` URL of at
+    ///     most 1024 bytes (the server refuses anything else with a 422 `invalid_field`).
+    ///   - metadata: a small JSON object handed to the callee's devices unchanged.
+    ///   - options: busy handling (for each callee) and missed-call notices, where not the
+    ///     account's defaults.
+    /// - Returns: the call, ringing (or already ended as unanswered when every callee is busy and
+    ///   `options.ifBusy` is `.reject`).
+    /// - Throws: ``RingRelayError/noSignaling`` without a server, ``RingRelayError/tooManyCalls``
+    ///   at the limit, or the server's error (422 `invalid_field` for an empty, repeated or too
+    ///   long list).
+    public func startCall(
+        to callees: [String], mode: RingMode = .first, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil,
+        metadata: JSONValue? = nil, options: CallOptions = CallOptions()
+    ) async throws(RingRelayError) -> Call {
         guard let signaling else { throw .noSignaling }
         return try await placeCall { () async throws(RingRelayError) in
             try await signaling.createCall(
-                to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata, options: options)
+                to: callees, mode: mode, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata, options: options)
         } describedAs: { resource in
-            Call.Info(
-                remote: CallParty(identity: resource.to), media: CallMedia(wireValue: resource.media), serverCallId: resource.id,
-                metadata: resource.metadata)
+            Call.Info(placed: resource, media: CallMedia(wireValue: resource.media), metadata: resource.metadata)
         }
     }
 

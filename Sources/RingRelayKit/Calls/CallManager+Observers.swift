@@ -17,6 +17,11 @@ extension CallManager {
         case stateChanged(Call, CallState)
         /// The call's remote party, media, busy flag or server id changed.
         case infoChanged(Call)
+        /// In a ring group, these participants changed: someone joined, declined, missed the ring
+        /// or left (``Call/participants`` has them all). Apart from ``infoChanged(_:)``, because
+        /// it comes often in a group call, carries what changed (to say "Carol joined"), and
+        /// changes nothing the system call UI shows.
+        case participantsChanged(Call, changed: [CallParticipant])
         /// The call was muted or unmuted, in the system call UI or by ``Call/setMuted(_:)``: mute
         /// or unmute the microphone in your media engine.
         case muteChanged(Call, isMuted: Bool)
@@ -33,7 +38,7 @@ extension CallManager {
         public var call: Call {
             switch self {
             case .incomingCall(let call), .outgoingCall(let call), .stateChanged(let call, _), .infoChanged(let call),
-                .muteChanged(let call, _), .dtmf(let call, _), .sealedInviteRefused(let call, _):
+                .participantsChanged(let call, _), .muteChanged(let call, _), .dtmf(let call, _), .sealedInviteRefused(let call, _):
                 call
             }
         }

@@ -4,10 +4,12 @@ import Synchronization
 
 extension CallManager {
     /// Applies one live call event: rings new calls, ends the calls the server ended, confirms
-    /// answers. ``RingRelayClient`` calls this for every event; call it yourself when you carry
-    /// the events some other way.
+    /// answers, follows a ring group's participants. ``RingRelayClient`` calls this for every
+    /// event; call it yourself when you carry the events some other way.
     public func handle(_ event: CallEvent) {
         if !event.type.isRing { keepEarly(event) }
+        // First, so that observers hear who answered before they hear the call connect.
+        refreshParticipants(from: event)
         switch event.type {
         case .incoming:
             let info = Call.Info(
@@ -15,7 +17,7 @@ extension CallManager {
                     identity: event.call.from ?? CallParty.unknown.identity, displayName: event.call.displayName,
                     avatarURL: AvatarURLRules.url(event.call.avatarUrl)),
                 media: CallMedia(wireValue: event.call.media), calleeBusy: event.calleeBusy ?? false, serverCallId: event.callId,
-                metadata: event.call.metadata)
+                metadata: event.call.metadata, ringMode: event.call.ringMode, participants: event.call.ringGroup)
             ring(
                 Sighting(
                     key: .ringRelay(callId: event.callId), source: .ringRelay, info: info, fromPush: false, lostReason: lostReason(event),
@@ -27,6 +29,8 @@ extension CallManager {
             if call.direction == .incoming {
                 confirmAnswer(call)
             } else if call.transition(to: .connected, if: { $0 == .ringing }) != nil {
+                // Once: a ring group in mode all tells the caller of later answers with
+                // `call.participant_updated`, and the transition refuses a connected call anyway.
                 systemUI.reportOutgoingCallConnected(uuid: call.uuid)
             }
         case .rejected:
@@ -48,8 +52,17 @@ extension CallManager {
         case .ended:
             finish(serverCallId: event.callId, reason: event.reason.flatMap(CallEndReason.init(serverReason:)) ?? .remoteEnded)
         case .participantUpdated:
-            break
+            // Never an ending: the call goes on for the others. Who joined, declined, missed the
+            // ring or left is in the participants refreshed above.
+            return
         }
+    }
+
+    /// Every event carries the call as it is after the change: a known ring group's call takes
+    /// its participants from it.
+    private func refreshParticipants(from event: CallEvent) {
+        guard event.call.participants != nil, let call = call(serverCallId: event.callId) else { return }
+        call.updateParticipants(event.call.ringGroup)
     }
 
     /// How long a change of an unknown call is kept, and how many are.

@@ -237,6 +237,7 @@ public final class CallManager: Sendable {
             current.providerPayload = current.providerPayload ?? info.providerPayload
             current.metadata = current.metadata ?? info.metadata
             current.calleeBusy = current.calleeBusy || info.calleeBusy
+            current.ringMode = current.ringMode ?? info.ringMode
             if current.remote == .unknown { current.remote = info.remote }
         }
         if let serverCallId = info.serverCallId {

@@ -19,9 +19,11 @@ public protocol CallSignaling: Sendable {
     /// This device's id, to recognise its own answer in a call's `answeredBy`.
     var deviceId: String? { get }
 
-    /// Starts a call from this device's identity (`POST /v1/calls`).
+    /// Starts a call from this device's identity (`POST /v1/calls`): to one identity, or to a
+    /// ring group of several, rung at once as `mode` says.
     func createCall(
-        to callee: String, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?, options: CallOptions
+        to callees: [String], mode: RingMode, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?,
+        options: CallOptions
     ) async throws(RingRelayError) -> CallResource
 
     /// Reads a call (`GET /v1/calls/{id}`).

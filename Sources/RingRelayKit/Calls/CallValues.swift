@@ -100,19 +100,25 @@ extension CallEndReason {
     /// - Parameters:
     ///   - call: the call as the server shows it.
     ///   - deviceId: this device, to tell its own answer from another device's.
-    /// - Returns: `nil` while the call still rings, or when this device is the one that answered.
+    /// - Returns: `nil` while the call still rings, or when this device is the one that answered
+    ///   (for a ring group: while any identity still rings, which may be this device's: a group
+    ///   in mode all goes on ringing after the first answer, and this device's own ending comes
+    ///   over the live connection).
     init?(notRinging call: CallResource, deviceId: String?) {
         guard call.state != "ringing" else { return nil }
         if call.state == "accepted", let deviceId, call.answeredBy == deviceId { return nil }
+        let group = call.ringGroup
+        if group.contains(where: { $0.state == .ringing || ($0.answeredBy != nil && $0.answeredBy == deviceId) }) { return nil }
         self.init(lostCallState: call.state, endReason: call.endReason)
     }
 
     /// Why a ringing call is lost to this device when the server shows it in `state`: the state
-    /// in a 409 answer to a command, or in `GET /v1/calls/{id}`.
+    /// in a 409 answer to a command (for a ring group, the state of this identity's part), or in
+    /// `GET /v1/calls/{id}`.
     init(lostCallState state: String, endReason: String? = nil) {
         switch state {
-        case "accepted": self = .answeredElsewhere
-        case "rejected": self = .declinedElsewhere
+        case "accepted", "answered_elsewhere": self = .answeredElsewhere
+        case "rejected", "declined": self = .declinedElsewhere
         case "cancelled": self = .remoteEnded
         case "missed": self = .unanswered
         case "ended": self = endReason.flatMap(CallEndReason.init(serverReason:)) ?? .remoteEnded
@@ -152,4 +158,7 @@ public enum CallUpdate: Sendable, Hashable {
     case infoChanged
     /// The call was muted (`true`) or unmuted, in the system call UI or by ``Call/setMuted(_:)``.
     case muteChanged(Bool)
+    /// These participants of a ring group changed (joined, declined, missed, left, …);
+    /// ``Call/participants`` has them all.
+    case participantsChanged([CallParticipant])
 }

@@ -10,12 +10,15 @@ struct APIClient: CallSignaling {
 
     // MARK: CallSignaling
 
+    /// Names `mode` only for a ring group: a call to one identity is the request servers before
+    /// ring groups know.
     func createCall(
-        to callee: String, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?, options: CallOptions
+        to callees: [String], mode: RingMode, media: CallMedia, displayName: String?, avatarURL: URL?, metadata: JSONValue?,
+        options: CallOptions
     ) async throws(RingRelayError) -> CallResource {
         let body = CreateCallRequest(
-            to: callee, media: media.rawValue, metadata: metadata, displayName: displayName, avatarUrl: avatarURL?.absoluteString,
-            ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed)
+            to: callees, mode: callees.count > 1 ? mode.rawValue : nil, media: media.rawValue, metadata: metadata, displayName: displayName,
+            avatarUrl: avatarURL?.absoluteString, ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed)
         return try await send("POST", ["v1", "calls"], body: body)
     }
 

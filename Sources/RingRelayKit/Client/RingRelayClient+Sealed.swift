@@ -54,7 +54,7 @@ extension RingRelayClient {
             try await api.createCall(
                 CreateCallRequest(to: callee, sealed: boxes, ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed))
         } describedAs: { resource in
-            Call.Info(remote: CallParty(identity: resource.to), media: media, serverCallId: resource.id, metadata: metadata)
+            Call.Info(placed: resource, media: media, metadata: metadata)
         }
     }
 

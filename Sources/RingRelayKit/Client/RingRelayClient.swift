@@ -123,6 +123,20 @@ public actor RingRelayClient {
             to: callee, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata, options: options)
     }
 
+    /// Calls several identities at once, a ring group: see
+    /// ``CallManager/startCall(to:mode:media:displayName:avatarURL:metadata:options:)``.
+    ///
+    /// ```swift
+    /// let call = try await client.startCall(to: ["bob", "carol"], mode: .all)
+    /// ```
+    public func startCall(
+        to callees: [String], mode: RingMode = .first, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil,
+        metadata: JSONValue? = nil, options: CallOptions = CallOptions()
+    ) async throws(RingRelayError) -> Call {
+        try await calls.startCall(
+            to: callees, mode: mode, media: media, displayName: displayName, avatarURL: avatarURL, metadata: metadata, options: options)
+    }
+
     /// Reads a call as the server shows it.
     public func fetchCall(id: String) async throws(RingRelayError) -> CallResource {
         try await api.fetchCall(id: id)
@@ -137,7 +151,8 @@ public actor RingRelayClient {
     /// This identity's call history, newest first, one page at a time: the calls it placed and
     /// the calls that rang it, on any of its devices, with who answered (`answeredBy`, a device
     /// id), how each ended (`state`, `endReason`, `endedBy`) and how long it lasted
-    /// (`durationSeconds`). Deliveries are left out; ``fetchCall(id:)`` has them. With `states`, a
+    /// (`durationSeconds`); a ring group's mode and participants are ``CallResource/ringMode`` and
+    /// ``CallResource/ringGroup``. Deliveries are left out; ``fetchCall(id:)`` has them. With `states`, a
     /// page can be short, even empty, while `nextCursor` is set: the server looks at a bounded
     /// number of calls per page.
     ///
