@@ -80,24 +80,11 @@ import Testing
         }
     }
 
-    static func withWorld(connected: [String] = ["a1", "b1", "b2", "c1", "c2", "d1", "e1"], _ body: @Sendable (World) async throws -> Void)
-        async throws
-    {
-        var server = try await TestServer.make(start: Date())
-        server.configuration.rateLimit = 0
-        server.configuration.liveFallback = .seconds(30)  // every device is connected: no push fallback
-        let configured = server
-        try await configured.withClient(.live) { client in
-            let key = try await client.createAccount("acme", admin: configured.adminToken).apiKey
-            let port = try #require(client.port)
-            var tokens: [String: String] = [:]
-            var devices: [String: LiveDevice] = [:]
-            for device in ["a1", "b1", "b2", "c1", "c2", "d1", "e1"] {
-                tokens[device] = try await client.accessToken(identity: World.identity(of: device), deviceID: device, key: key)
-                if connected.contains(device) { devices[device] = try await LiveDevice.connect(port: port, token: tokens[device] ?? "") }
-            }
-            try await body(World(server: configured, client: client, key: key, tokens: tokens, devices: devices))
-            for device in devices.values { await device.close() }
+    static func withWorld(connected: Set<String>? = nil, _ body: @Sendable (World) async throws -> Void) async throws {
+        try await ConnectedDevices.with(
+            ["a1": "alice", "b1": "bob", "b2": "bob", "c1": "carol", "c2": "carol", "d1": "dave", "e1": "erin"], connected: connected
+        ) { world in
+            try await body(World(server: world.server, client: world.client, key: world.key, tokens: world.tokens, devices: world.devices))
         }
     }
 

@@ -87,21 +87,9 @@ import Testing
     }
 
     static func withWorld(_ body: @Sendable (World) async throws -> Void) async throws {
-        var server = try await TestServer.make(start: Date())
-        server.configuration.rateLimit = 0
-        server.configuration.liveFallback = .seconds(30)  // every device is connected: no push fallback
-        let configured = server
-        try await configured.withClient(.live) { client in
-            let key = try await client.createAccount("acme", admin: configured.adminToken).apiKey
-            let port = try #require(client.port)
-            var tokens: [String: String] = [:]
-            var devices: [String: LiveDevice] = [:]
-            for (identity, device) in [("alice", "a1"), ("carol", "c1")] + (1...5).map({ ("bob", "b\($0)") }) {
-                tokens[device] = try await client.accessToken(identity: identity, deviceID: device, key: key)
-                devices[device] = try await LiveDevice.connect(port: port, token: tokens[device] ?? "")
-            }
-            try await body(World(client: client, key: key, tokens: tokens, devices: devices))
-            for device in devices.values { await device.close() }
+        let devices: KeyValuePairs<String, String> = ["a1": "alice", "c1": "carol", "b1": "bob", "b2": "bob", "b3": "bob", "b4": "bob", "b5": "bob"]
+        try await ConnectedDevices.with(devices) { world in
+            try await body(World(client: world.client, key: world.key, tokens: world.tokens, devices: world.devices))
         }
     }
 
