@@ -586,12 +586,6 @@ extension SQLiteData {
     fileprivate static func optionalDate(_ value: Date?) -> SQLiteData { value.map { .integer($0.millis) } ?? .null }
 }
 
-extension Date {
-    /// Milliseconds since the Unix epoch, as stored.
-    var millis: Int { Int((timeIntervalSince1970 * 1000).rounded(.down)) }
-    init(millis: Int) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
-}
-
 // MARK: - Calls
 
 extension SQLiteStore {
