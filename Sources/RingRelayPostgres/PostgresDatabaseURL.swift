@@ -10,7 +10,7 @@ import PostgresNIO
 /// it) or `require` (TLS, with the server's certificate and name verified).
 ///
 /// The URL holds a password: ``description`` shows it redacted, and no error names the URL.
-public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
+public struct PostgresDatabaseURL: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// How the connection is secured.
     public enum SSLMode: String, Sendable, CaseIterable {
         case disable, prefer, require
@@ -82,6 +82,12 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible {
         let place = socketDirectory.map { "[\($0)]" } ?? host ?? ""
         return "postgres://\(username)\(password == nil ? "" : ":***")@\(place):\(port)/\(database)"
     }
+
+    public var debugDescription: String { description }
+
+    /// Only the redacted text: `dump` and the description of a value holding this one (the
+    /// server's configuration) never show the password.
+    public var customMirror: Mirror { Mirror(self, children: ["url": description]) }
 
     /// The connection configuration postgres-nio takes.
     func connectionConfiguration() throws -> PostgresConnection.Configuration {

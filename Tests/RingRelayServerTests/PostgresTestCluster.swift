@@ -64,17 +64,28 @@ final class PostgresTestCluster: Sendable {
     /// Creates a new, empty database and returns its name.
     func createDatabase() async throws -> String {
         let name = "test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        _ = try await rows(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), database: "postgres")
+        return name
+    }
+
+    /// The first column of the first row `sql` answers in `database`, as a number.
+    func query(_ sql: String, database: String) async throws -> Int? {
+        try await rows(PostgresQuery(unsafeSQL: sql), database: database).first?.decode(Int.self)
+    }
+
+    private func rows(_ query: PostgresQuery, database: String) async throws -> [PostgresRow] {
+        let logger = TestLogging.logger("postgres")
         let connection = try await PostgresConnection.connect(
-            configuration: .init(host: "127.0.0.1", port: port, username: Self.user, password: Self.password, database: "postgres", tls: .disable),
-            id: 0, logger: TestLogging.logger("postgres"))
+            configuration: .init(host: "127.0.0.1", port: port, username: Self.user, password: Self.password, database: database, tls: .disable),
+            id: 0, logger: logger)
         do {
-            _ = try await connection.query(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: TestLogging.logger("postgres"))
+            let rows = try await connection.query(query, logger: logger).collect()
+            try await connection.close()
+            return rows
         } catch {
             try? await connection.close()
             throw error
         }
-        try await connection.close()
-        return name
     }
 
     /// Starts the server (again), on the same port and data.
