@@ -79,6 +79,28 @@ extension PostgresStore {
         }
     }
 
+    /// The query plans of ``listCalls(accountID:query:)`` for `query`, one text per statement:
+    /// the window statements' and the page's (from an arbitrary window end). Sequential scans
+    /// are off while they are planned: on a small table a scan is cheaper, and the plans should
+    /// show what the indexes can do for a large one. Tests check that each reads an index range,
+    /// newest first, without sorting.
+    package func callHistoryPlan(accountID: String, query history: CallHistoryQuery) async throws -> [String] {
+        let statements = PostgresCallHistory(accountID: accountID, query: history)
+        let windowEnd = statements.windows.isEmpty ? nil : PostgresCallHistory.Bound(millis: 0, id: "")
+        return try await withConnection { connection in
+            try await connection.withTransaction(logger: self.logger) { connection in
+                _ = try await connection.query("SET LOCAL enable_seqscan = off", logger: self.logger)
+                var plans: [String] = []
+                for var statement in statements.windows + [statements.page(after: windowEnd)] {
+                    statement.sql = "EXPLAIN " + statement.sql
+                    let lines = try await connection.query(statement, logger: self.logger).collect().map { try $0.decode(String.self) }
+                    plans.append(lines.joined(separator: "\n"))
+                }
+                return plans
+            }
+        }
+    }
+
     /// How long delivery records wait before they are written, as in SQLite: a ring's planned
     /// records and their answers go out as one row each, and many rings share a statement.
     static let writeBehind: Duration = .milliseconds(20)

@@ -110,6 +110,44 @@ import Testing
     }
 }
 
+extension PostgresStoreTests {
+    /// Every shape of the history statements reads one range of a history index per part,
+    /// newest first (`Index Scan Backward`, the range in the index condition), whatever the
+    /// account's size: no table scan, and no sort but that of two page-sized parts merged.
+    @Test func aHistoryPageReadsOneIndexRangePerPart() async throws {
+        let cluster = try await PostgresTestCluster.shared.value
+        let store = try await PostgresStore.open(url: try PostgresDatabaseURL(cluster.url(database: try await cluster.createDatabase())), logger: TestLogging.logger("test"))
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let after = CallHistoryPosition(createdAt: now, id: ResourceID.make(ResourceID.call, at: now))
+        let queries: [(CallHistoryQuery, index: [String])] = [
+            (CallHistoryQuery(), ["calls_account_history"]),
+            (CallHistoryQuery(states: [.missed, .ended], since: now.addingTimeInterval(-3600), until: now, after: after), ["calls_account_history"]),
+            (CallHistoryQuery(identity: "bob", direction: .incoming, states: [.accepted]), ["calls_callee_history"]),
+            (CallHistoryQuery(identity: "bob", direction: .outgoing, until: now, after: after), ["calls_caller_history"]),
+            (CallHistoryQuery(identity: "bob", since: now, after: after), ["calls_callee_history", "calls_caller_history"]),
+            (CallHistoryQuery(identity: "bob", states: [.ringing], since: now, after: after), ["calls_callee_history", "calls_caller_history"]),
+        ]
+        for (query, indexes) in queries {
+            let plans = try await store.callHistoryPlan(accountID: "acc_x", query: query)
+            // With a state filter, one window statement per index comes before the page's.
+            #expect(plans.count == (query.states.isEmpty ? 1 : indexes.count + 1), "\(query): \(plans)")
+            for (number, plan) in plans.enumerated() {
+                let expected = number == plans.count - 1 ? indexes : [indexes[number]]
+                let reads = plan.split(separator: "\n").filter { $0.contains(" Scan") }
+                #expect(reads.count == expected.count, "\(query): \(plan)")
+                for index in expected {
+                    #expect(reads.contains { $0.contains("Scan Backward using \(index) on calls") }, "\(query): \(plan)")
+                }
+                #expect(plan.split(separator: "\n").filter { $0.contains("Index Cond") }.allSatisfy { $0.contains("created_at, id) >=") }, "\(query): \(plan)")
+                if expected.count == 1 {
+                    #expect(!plan.contains("Sort"), "\(query): \(plan)")
+                }
+            }
+        }
+        try await store.close()
+    }
+}
+
 /// The real `ringrelay serve` on PostgreSQL.
 @Suite(.serialized) struct PostgresProcessTests {
     let adminToken = "postgres-test-admin-token-0123456789"
