@@ -49,7 +49,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible, CustomDebu
         let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
         let unknown = Set(query.keys).subtracting(["sslmode", "host"])
         guard unknown.isEmpty else {
-            throw Invalid(description: "has parameters RingRelay does not know (\(unknown.sorted().joined(separator: ", "))); it knows sslmode and host.")
+            throw Invalid(
+                description: "has parameters RingRelay does not know (\(unknown.sorted().joined(separator: ", "))); it knows sslmode and host.")
         }
         if let socket = query["host"], socket.hasPrefix("/") {
             socketDirectory = socket

@@ -15,7 +15,7 @@ extension PostgresStore {
                     _ = try await connection.query(Self.insertKey(firstKey), logger: self.logger)
                 }
             }
-        } catch where Self.sqlState(of: error) == PostgresFailure.uniqueViolation {
+        } catch  where Self.sqlState(of: error) == PostgresFailure.uniqueViolation {
             throw RingRelayError(
                 .conflict, code: .accountNameTaken, "An account named '\(account.name)' already exists; pick another name.")
         }

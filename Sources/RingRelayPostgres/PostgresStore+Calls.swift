@@ -157,7 +157,9 @@ extension PostgresStore {
                     try await self.upsert(chunk, on: connection)
                 } catch let error as PSQLError where error.code == .server {
                     for delivery in chunk {
-                        do { try await self.upsert([delivery], on: connection) } catch let error as PSQLError where error.code == .server { lost += 1 }
+                        do { try await self.upsert([delivery], on: connection) } catch let error as PSQLError where error.code == .server {
+                            lost += 1
+                        }
                     }
                 }
             }
@@ -253,7 +255,7 @@ extension PostgresStore {
             externalID: try row.optionalString("external_id"), createdAt: try row.date("created_at"), ringDeadline: try row.date("ring_deadline"),
             updatedAt: try row.date("updated_at"), answeredAt: try row.optionalDate("answered_at"), answeredBy: try row.optionalString("answered_by"),
             endedAt: try row.optionalDate("ended_at"), endReason: try row.optionalString("end_reason").flatMap(CallEndReason.init(rawValue:)),
-            endedBy: try row.optionalString("ended_by"), notifyMissed: try row[ "notify_missed"].decode(Bool?.self),
+            endedBy: try row.optionalString("ended_by"), notifyMissed: try row["notify_missed"].decode(Bool?.self),
             isSealed: try row.boolean("sealed"))
     }
 }

@@ -62,7 +62,8 @@ extension PostgresStore {
             return RingRelayError(.internal, code: .storeError, "The database refused a statement.", underlying: failure)
         case is PostgresDecodingError:
             return RingRelayError(.internal, code: .storeCorrupt, "A stored value has an unexpected type.", underlying: error)
-        case let error as PSQLError where [.tooManyParameters, .invalidCommandTag, .messageDecodingFailure, .unexpectedBackendMessage].contains(error.code):
+        case let error as PSQLError
+        where [.tooManyParameters, .invalidCommandTag, .messageDecodingFailure, .unexpectedBackendMessage].contains(error.code):
             return RingRelayError(.internal, code: .storeError, "The database answered unexpectedly.", underlying: error)
         default:
             // The connection: refused, reset, closed, TLS or authentication on connecting.

@@ -68,7 +68,8 @@ public final class PostgresStore: DataStore {
             await store.pool.close()
             throw RingRelayError(
                 .unavailable, code: .storeUnavailable,
-                "The database at \(url) was written by a newer RingRelay (schema \(newer); this one knows up to \(PostgresMigration.latest)). Run that version, or restore a backup made by this one.")
+                "The database at \(url) was written by a newer RingRelay (schema \(newer); this one knows up to \(PostgresMigration.latest)). Run that version, or restore a backup made by this one."
+            )
         }
         return store
     }

@@ -50,7 +50,11 @@ final class PostgresTestCluster: Sendable {
         let cluster = PostgresTestCluster(directory: directory, port: try CLITests.unusedPort(), binaries: binaries)
         try cluster.startWatchdog()
         try await cluster.run(
-            "initdb", ["-D", directory + "/data", "-U", user, "--pwfile=\(directory)/password", "-A", "scram-sha-256", "-E", "UTF8", "--no-locale", "--no-sync"])
+            "initdb",
+            [
+                "-D", directory + "/data", "-U", user, "--pwfile=\(directory)/password", "-A", "scram-sha-256", "-E", "UTF8", "--no-locale",
+                "--no-sync",
+            ])
         try FileManager.default.removeItem(atPath: directory + "/password")
         try await cluster.startServer()
         return cluster
@@ -95,7 +99,8 @@ final class PostgresTestCluster: Sendable {
             // Throwaway data: no waiting for the disk.
             "-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off", "-c max_connections=300",
         ]
-        try await run("pg_ctl", ["start", "-D", directory + "/data", "-w", "-t", "120", "-l", directory + "/server.log", "-o", options.joined(separator: " ")])
+        try await run(
+            "pg_ctl", ["start", "-D", directory + "/data", "-w", "-t", "120", "-l", directory + "/server.log", "-o", options.joined(separator: " ")])
     }
 
     /// Stops the server, keeping its data; every connection to it is closed.

@@ -36,7 +36,8 @@ import Testing
 
         for bad in [
             "mysql://u:hunter2-secret@h/db", "postgres://u:hunter2-secret@h", "postgres://:hunter2-secret@h/db",
-            "postgres://u:hunter2-secret@h/db?sslmode=allow", "postgres://u:hunter2-secret@h/db?application_name=x", "postgres://u:hunter2-secret@:5432/db",
+            "postgres://u:hunter2-secret@h/db?sslmode=allow", "postgres://u:hunter2-secret@h/db?application_name=x",
+            "postgres://u:hunter2-secret@:5432/db",
         ] {
             #expect(throws: PostgresDatabaseURL.Invalid.self, "\(bad)") { try PostgresDatabaseURL(bad) }
             do {
@@ -116,7 +117,8 @@ extension PostgresStoreTests {
     /// account's size: no table scan, and no sort but that of two page-sized parts merged.
     @Test func aHistoryPageReadsOneIndexRangePerPart() async throws {
         let cluster = try await PostgresTestCluster.shared.value
-        let store = try await PostgresStore.open(url: try PostgresDatabaseURL(cluster.url(database: try await cluster.createDatabase())), logger: TestLogging.logger("test"))
+        let store = try await PostgresStore.open(
+            url: try PostgresDatabaseURL(cluster.url(database: try await cluster.createDatabase())), logger: TestLogging.logger("test"))
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         let after = CallHistoryPosition(createdAt: now, id: ResourceID.make(ResourceID.call, at: now))
         let queries: [(CallHistoryQuery, index: [String])] = [
@@ -138,7 +140,9 @@ extension PostgresStoreTests {
                 for index in expected {
                     #expect(reads.contains { $0.contains("Scan Backward using \(index) on calls") }, "\(query): \(plan)")
                 }
-                #expect(plan.split(separator: "\n").filter { $0.contains("Index Cond") }.allSatisfy { $0.contains("created_at, id) >=") }, "\(query): \(plan)")
+                #expect(
+                    plan.split(separator: "\n").filter { $0.contains("Index Cond") }.allSatisfy { $0.contains("created_at, id) >=") },
+                    "\(query): \(plan)")
                 if expected.count == 1 {
                     #expect(!plan.contains("Sort"), "\(query): \(plan)")
                 }

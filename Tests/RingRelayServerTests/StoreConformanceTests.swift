@@ -15,8 +15,10 @@ import Testing
     }
 
     private func register(_ store: any DataStore, _ identity: String, token: String, account: String) async throws -> Binding {
-        try await store.upsertBinding(try registration(identity, token: token, account: account), newID: ResourceID.make(ResourceID.binding), now: Date())
-            .binding
+        try await store.upsertBinding(
+            try registration(identity, token: token, account: account), newID: ResourceID.make(ResourceID.binding), now: Date()
+        )
+        .binding
     }
 
     /// The identity's active tokens, sorted (ids made in one millisecond need not sort by creation).
@@ -39,7 +41,8 @@ import Testing
         let now = Date(timeIntervalSince1970: 1_790_000_000.123)
         let account = try await opened.makeAccount(at: now)
         let first = opened.store
-        let created = try await first.upsertBinding(try registration("bob", token: "t1", account: account.id), newID: ResourceID.make(ResourceID.binding), now: now)
+        let created = try await first.upsertBinding(
+            try registration("bob", token: "t1", account: account.id), newID: ResourceID.make(ResourceID.binding), now: now)
         try await first.putCredential(.webex(WebexCredential(secret: "s3cret-value")), accountID: account.id, at: now)
         let setting = try await first.setting(named: "x") { Data([1, 2, 3]) }
         try await first.setCallDefaults(CallDefaults(ifBusy: .reject, notifyMissed: true), accountID: account.id)
@@ -143,7 +146,8 @@ import Testing
         }
         let byID = made.map(\.id).sorted()
         #expect(try await follow(BindingQuery(limit: 2)) == byID)
-        #expect(try await follow(BindingQuery(identity: "bob", limit: 1)) == made.enumerated().filter { $0.offset % 2 == 0 }.map(\.element.id).sorted())
+        #expect(
+            try await follow(BindingQuery(identity: "bob", limit: 1)) == made.enumerated().filter { $0.offset % 2 == 0 }.map(\.element.id).sorted())
         #expect(try await follow(BindingQuery(status: .invalid)) == [made[0].id])
         #expect(try await follow(BindingQuery(identity: "bob", type: .fcm, status: .active)).count == 3)
         #expect(try await follow(BindingQuery(type: .apnsVoIP)).isEmpty)
@@ -312,7 +316,9 @@ import Testing
     /// many interleavings. (Without SQLite's key cache generation check a few hundred trials
     /// were enough to see a revoked key keep working; PostgreSQL keeps no cache, so fewer
     /// trials, each a few round trips, show it.)
-    @Test(arguments: StoreEngine.allCases, [false, true]) func revocationHoldsWhateverTheInterleaving(engine: StoreEngine, deleteAccount: Bool) async throws {
+    @Test(arguments: StoreEngine.allCases, [false, true]) func revocationHoldsWhateverTheInterleaving(engine: StoreEngine, deleteAccount: Bool)
+        async throws
+    {
         let opened = try await engine.makeStore()
         defer { opened.remove() }
         let store = opened.store
@@ -339,7 +345,8 @@ import Testing
             }
             if try await store.activeKey(secretHash: key.secretHash) != nil { survivors += 1 }
         }
-        #expect(survivors == 0, "\(survivors) of \(trials) keys kept working after \(deleteAccount ? "their account's deletion" : "their revocation")")
+        #expect(
+            survivors == 0, "\(survivors) of \(trials) keys kept working after \(deleteAccount ? "their account's deletion" : "their revocation")")
         try await store.close()
     }
 
@@ -390,7 +397,8 @@ import Testing
         let winners = try await withThrowingTaskGroup(of: Call?.self) { group in
             for device in 0..<50 {
                 let store = stores[device % stores.count]
-                let change = try CallRules.change(for: .accept, on: call, by: CallActor(identity: "bob", deviceID: "d\(device)"), at: now.addingTimeInterval(1))
+                let change = try CallRules.change(
+                    for: .accept, on: call, by: CallActor(identity: "bob", deviceID: "d\(device)"), at: now.addingTimeInterval(1))
                 group.addTask { try await store.transitionCall(change) }
             }
             return try await group.reduce(into: [Call]()) { if let won = $1 { $0.append(won) } }
@@ -436,8 +444,10 @@ import Testing
 
         // Records made just before closing are written by the close; a record whose call is gone
         // does not take its neighbours with it.
-        let orphan = Delivery(id: ResourceID.make(ResourceID.delivery), callID: "call_gone", bindingID: nil, channel: .apns, kind: "voip", createdAt: now)
-        let last = Delivery(id: ResourceID.make(ResourceID.delivery), callID: call.id, bindingID: "bnd_last", channel: .apns, kind: "voip", createdAt: now)
+        let orphan = Delivery(
+            id: ResourceID.make(ResourceID.delivery), callID: "call_gone", bindingID: nil, channel: .apns, kind: "voip", createdAt: now)
+        let last = Delivery(
+            id: ResourceID.make(ResourceID.delivery), callID: call.id, bindingID: "bnd_last", channel: .apns, kind: "voip", createdAt: now)
         store.recordDeliveries([orphan, last])
         try await store.close()
         let reopened = try await opened.reopen()
@@ -455,7 +465,9 @@ import Testing
         let account = try await opened.makeAccount().id
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         func call(_ caller: String, _ callee: String, source: CallSource = .native, at offset: TimeInterval = 0) -> Call {
-            ringingCall(caller, callee, account: account, source: source, externalID: source == .native ? nil : "ext-\(offset)", at: now.addingTimeInterval(offset))
+            ringingCall(
+                caller, callee, account: account, source: source, externalID: source == .native ? nil : "ext-\(offset)",
+                at: now.addingTimeInterval(offset))
         }
         // Alice calls Bob, who answers; while that call stands, both are busy.
         let first = call("alice", "bob")

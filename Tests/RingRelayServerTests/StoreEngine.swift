@@ -55,7 +55,8 @@ struct StoreUnderTest: Sendable {
     func makeAccount(_ name: String = "acme", keyHash: String = "h", at date: Date = Date()) async throws -> Account {
         let account = Account(id: ResourceID.make(ResourceID.account, at: date), name: name, createdAt: date)
         try await store.createAccount(
-            account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: keyHash, hint: "abcd", createdAt: date))
+            account,
+            firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: keyHash, hint: "abcd", createdAt: date))
         return account
     }
 }
