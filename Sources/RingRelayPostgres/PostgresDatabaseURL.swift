@@ -7,7 +7,8 @@ import PostgresNIO
 /// `postgres://user:password@host:5432/database?sslmode=prefer`; `postgresql://` works too, the
 /// user and password are percent-decoded, and `?host=/path` names a Unix socket directory
 /// instead of a host. `sslmode` is `disable`, `prefer` (the default: TLS when the server offers
-/// it) or `require` (TLS, with the server's certificate and name verified).
+/// it) or `require` (TLS, with the server's certificate and name verified); `connect_timeout` is
+/// the seconds opening a connection may take (default 10).
 ///
 /// The URL holds a password: ``description`` shows it redacted, and no error names the URL.
 public struct PostgresDatabaseURL: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
@@ -30,6 +31,8 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible, CustomDebu
     public var database: String
     /// How the connection is secured.
     public var sslMode: SSLMode
+    /// How long opening a connection may take, in seconds.
+    public var connectTimeout: Int64 = 10
 
     /// Why a URL was refused. Never quotes the URL, which may hold a password.
     public struct Invalid: Error, Sendable, CustomStringConvertible {
@@ -47,10 +50,12 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible, CustomDebu
             throw Invalid(description: "must start with postgres:// (or postgresql://).")
         }
         let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
-        let unknown = Set(query.keys).subtracting(["sslmode", "host"])
+        let unknown = Set(query.keys).subtracting(["sslmode", "host", "connect_timeout"])
         guard unknown.isEmpty else {
             throw Invalid(
-                description: "has parameters RingRelay does not know (\(unknown.sorted().joined(separator: ", "))); it knows sslmode and host.")
+                description:
+                    "has parameters RingRelay does not know (\(unknown.sorted().joined(separator: ", "))); it knows sslmode, host and connect_timeout."
+            )
         }
         if let socket = query["host"], socket.hasPrefix("/") {
             socketDirectory = socket
@@ -76,6 +81,12 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible, CustomDebu
             throw Invalid(description: "has an sslmode other than disable, prefer or require.")
         }
         sslMode = mode
+        if let text = query["connect_timeout"] {
+            guard let seconds = Int64(text), (1...600).contains(seconds) else {
+                throw Invalid(description: "has a connect_timeout other than a whole number of seconds from 1 to 600.")
+            }
+            connectTimeout = seconds
+        }
     }
 
     /// The URL with its password replaced by `***`: safe for logs and messages.
@@ -92,16 +103,24 @@ public struct PostgresDatabaseURL: Sendable, CustomStringConvertible, CustomDebu
 
     /// The connection configuration postgres-nio takes.
     func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        var configuration: PostgresConnection.Configuration
         if let socketDirectory {
-            return .init(
+            configuration = .init(
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: username, password: password, database: database)
+        } else {
+            configuration = .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: try tls())
         }
+        configuration.options.connectTimeout = .seconds(connectTimeout)
+        return configuration
+    }
+
+    private func tls() throws -> PostgresConnection.Configuration.TLS {
         let tls: PostgresConnection.Configuration.TLS =
             switch sslMode {
             case .disable: .disable
             case .prefer: .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
             case .require: .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
             }
-        return .init(host: host ?? "localhost", port: port, username: username, password: password, database: database, tls: tls)
+        return tls
     }
 }

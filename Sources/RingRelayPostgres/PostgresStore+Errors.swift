@@ -2,27 +2,30 @@ import Foundation
 import PostgresNIO
 import RingRelayCore
 
-/// What the database said, for logs: its SQLSTATE and message. postgres-nio's own error
-/// describes itself only as "Generic description", to keep query values out of logs by default;
-/// this keeps them out too (no query, no detail) but names the failure.
+/// What went wrong, for logs: the server's SQLSTATE and message, or the client's own code and
+/// cause (a refused connection, a timeout). postgres-nio's own error describes itself only as
+/// "Generic description", to keep query values out of logs by default; this keeps them out too
+/// (no query, no detail) but names the failure.
 struct PostgresFailure: Error, CustomStringConvertible {
-    /// The SQLSTATE, e.g. `23505` for a unique violation.
-    var sqlState: String
-    var message: String
-
-    var description: String { "PostgreSQL \(sqlState): \(message)" }
+    /// The SQLSTATE, e.g. `23505` for a unique violation; `nil` when the server said nothing.
+    var sqlState: String?
+    var description: String
 
     static let uniqueViolation = "23505"
 
     init(_ error: PSQLError) {
-        sqlState = error.serverInfo?[.sqlState] ?? ""
-        message = error.serverInfo?[.message] ?? ""
+        if error.code == .server {
+            let state = error.serverInfo?[.sqlState] ?? ""
+            sqlState = state
+            description = "PostgreSQL \(state): \(error.serverInfo?[.message] ?? "")"
+        } else {
+            description = "PostgreSQL client \(error.code)" + (error.underlying.map { ": \($0)" } ?? "")
+        }
     }
 
-    /// `error` with the server's words when it is the server's refusal.
+    /// `error`, described, when it is postgres-nio's.
     static func cause(_ error: any Error) -> any Error {
-        guard let error = error as? PSQLError, error.code == .server else { return error }
-        return PostgresFailure(error)
+        (error as? PSQLError).map(PostgresFailure.init) ?? error
     }
 }
 
@@ -55,7 +58,7 @@ extension PostgresStore {
             return storeError(first)
         case let error as PSQLError where error.code == .server:
             let failure = PostgresFailure(error)
-            let state = failure.sqlState
+            let state = failure.sqlState ?? ""
             // Class 08: connection exception; 53: insufficient resources (too many
             // connections); 57P: the server is shutting down or starting up.
             if state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P") { return unavailable(failure) }
@@ -64,7 +67,7 @@ extension PostgresStore {
             return RingRelayError(.internal, code: .storeCorrupt, "A stored value has an unexpected type.", underlying: error)
         case let error as PSQLError
         where [.tooManyParameters, .invalidCommandTag, .messageDecodingFailure, .unexpectedBackendMessage].contains(error.code):
-            return RingRelayError(.internal, code: .storeError, "The database answered unexpectedly.", underlying: error)
+            return RingRelayError(.internal, code: .storeError, "The database answered unexpectedly.", underlying: PostgresFailure(error))
         default:
             // The connection: refused, reset, closed, TLS or authentication on connecting.
             return unavailable(error)

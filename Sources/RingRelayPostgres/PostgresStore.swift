@@ -60,7 +60,7 @@ public final class PostgresStore: DataStore {
             throw RingRelayError(
                 .unavailable, code: .storeUnavailable,
                 "Cannot open the PostgreSQL database at \(url); check that it runs and that the user, password and database are right.",
-                underlying: error)
+                underlying: (error as? RingRelayError)?.underlying ?? error)
         }
         // A database a newer RingRelay wrote is never read (it may mean something this one does
         // not know) nor migrated down.

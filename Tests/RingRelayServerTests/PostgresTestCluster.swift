@@ -60,9 +60,10 @@ final class PostgresTestCluster: Sendable {
         return cluster
     }
 
-    /// The URL of `database` on this cluster.
+    /// The URL of `database` on this cluster. A test run loads the machine heavily: connections
+    /// may take longer than the default 10 s to open.
     func url(database: String) -> String {
-        "postgres://\(Self.user):\(Self.password)@127.0.0.1:\(port)/\(database)?sslmode=disable"
+        "postgres://\(Self.user):\(Self.password)@127.0.0.1:\(port)/\(database)?sslmode=disable&connect_timeout=120"
     }
 
     /// Creates a new, empty database and returns its name.

@@ -15,13 +15,14 @@ import Testing
 /// StoreConformanceTests.)
 @Suite struct PostgresStoreTests {
     @Test func databaseURLsAreReadAsLibpqReadsThemAndNeverShowThePassword() throws {
-        let url = try PostgresDatabaseURL("postgresql://ring%40relay:p%2Fss%3Aw0rd@db.example.com:6543/ring_relay?sslmode=require")
+        let url = try PostgresDatabaseURL("postgresql://ring%40relay:p%2Fss%3Aw0rd@db.example.com:6543/ring_relay?sslmode=require&connect_timeout=3")
         #expect(url.username == "ring@relay")
         #expect(url.password == "p/ss:w0rd")
         #expect(url.host == "db.example.com")
         #expect(url.port == 6543)
         #expect(url.database == "ring_relay")
         #expect(url.sslMode == .require)
+        #expect(url.connectTimeout == 3)
         #expect(url.description == "postgres://ring@relay:***@db.example.com:6543/ring_relay")
         #expect(!String(reflecting: url).contains("w0rd"))
         var dumped = ""
@@ -37,6 +38,7 @@ import Testing
         for bad in [
             "mysql://u:hunter2-secret@h/db", "postgres://u:hunter2-secret@h", "postgres://:hunter2-secret@h/db",
             "postgres://u:hunter2-secret@h/db?sslmode=allow", "postgres://u:hunter2-secret@h/db?application_name=x",
+            "postgres://u:hunter2-secret@h/db?connect_timeout=0",
             "postgres://u:hunter2-secret@:5432/db",
         ] {
             #expect(throws: PostgresDatabaseURL.Invalid.self, "\(bad)") { try PostgresDatabaseURL(bad) }
@@ -86,6 +88,8 @@ import Testing
                 #expect(error.code == RingRelayError.Code.storeUnavailable.rawValue)
                 #expect(error.message.contains(":***@127.0.0.1"), "\(error.message)")
                 #expect(!"\(error)".contains("hunter2"), "\(error)")
+                // The logged cause names what happened (postgres-nio's own says only "Generic description").
+                #expect("\(error)".contains("PostgreSQL client connectionError") || "\(error)".contains("PostgreSQL 28P01"), "\(error)")
             }
         }
     }
