@@ -282,15 +282,12 @@ import Testing
         }
     }
 
-    /// Every shape of the history statements reads one range of a history index, newest first,
-    /// whatever the account's size: no table scan, and no sort but that of two page-sized parts.
-    @Test func aPageReadsOneIndexRange() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
+    /// Every shape of the history statements, and the history indexes each reads (both
+    /// engines' plan tests).
+    static let historyShapes: [(CallHistoryQuery, index: [String])] = {
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         let after = CallHistoryPosition(createdAt: now, id: ResourceID.make(ResourceID.call, at: now))
-        let queries: [(CallHistoryQuery, index: [String])] = [
+        return [
             (CallHistoryQuery(), ["calls_account_history"]),
             (CallHistoryQuery(states: [.missed, .ended], since: now.addingTimeInterval(-3600), until: now, after: after), ["calls_account_history"]),
             (CallHistoryQuery(states: [.accepted]), ["calls_account_history"]),
@@ -300,7 +297,15 @@ import Testing
             (CallHistoryQuery(identity: "bob", since: now, after: after), ["calls_callee_history", "calls_caller_history"]),
             (CallHistoryQuery(identity: "bob", states: [.ringing], since: now, after: after), ["calls_callee_history", "calls_caller_history"]),
         ]
-        for (query, indexes) in queries {
+    }()
+
+    /// Every shape of the history statements reads one range of a history index, newest first,
+    /// whatever the account's size: no table scan, and no sort but that of two page-sized parts.
+    @Test func aPageReadsOneIndexRange() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
+        for (query, indexes) in Self.historyShapes {
             let plans = try await store.callHistoryPlan(accountID: "acc_x", query: query)
             // With a state filter, one window statement per index comes before the page's.
             #expect(plans.count == (query.states.isEmpty ? 1 : indexes.count + 1), "\(query): \(plans)")

@@ -123,17 +123,7 @@ extension PostgresStoreTests {
         let cluster = try await PostgresTestCluster.shared.value
         let store = try await PostgresStore.open(
             url: try PostgresDatabaseURL(cluster.url(database: try await cluster.createDatabase())), logger: TestLogging.logger("test"))
-        let now = Date(timeIntervalSince1970: 1_790_000_000)
-        let after = CallHistoryPosition(createdAt: now, id: ResourceID.make(ResourceID.call, at: now))
-        let queries: [(CallHistoryQuery, index: [String])] = [
-            (CallHistoryQuery(), ["calls_account_history"]),
-            (CallHistoryQuery(states: [.missed, .ended], since: now.addingTimeInterval(-3600), until: now, after: after), ["calls_account_history"]),
-            (CallHistoryQuery(identity: "bob", direction: .incoming, states: [.accepted]), ["calls_callee_history"]),
-            (CallHistoryQuery(identity: "bob", direction: .outgoing, until: now, after: after), ["calls_caller_history"]),
-            (CallHistoryQuery(identity: "bob", since: now, after: after), ["calls_callee_history", "calls_caller_history"]),
-            (CallHistoryQuery(identity: "bob", states: [.ringing], since: now, after: after), ["calls_callee_history", "calls_caller_history"]),
-        ]
-        for (query, indexes) in queries {
+        for (query, indexes) in CallHistoryTests.historyShapes {
             let plans = try await store.callHistoryPlan(accountID: "acc_x", query: query)
             // With a state filter, one window statement per index comes before the page's.
             #expect(plans.count == (query.states.isEmpty ? 1 : indexes.count + 1), "\(query): \(plans)")
