@@ -33,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/vapor/sqlite-nio.git", from: "1.13.2"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(
@@ -66,6 +67,21 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            // The PostgreSQL engine behind the same store protocols, for several instances
+            // sharing one database; RingRelayStore stays the embedded SQLite default.
+            name: "RingRelayPostgres",
+            dependencies: [
+                "RingRelayCore",
+                // The call rules' names (CallState and its kin) are the wire's.
+                "RingRelayWire",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -125,6 +141,7 @@ let package = Package(
                 "RingRelayFCM",
                 "RingRelayWire",
                 "RingRelayStore",
+                "RingRelayPostgres",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -260,6 +277,7 @@ let package = Package(
                 "RingRelayKit",
                 "RingRelayServer",
                 "RingRelayStore",
+                "RingRelayPostgres",
                 "RingRelayTesting",
                 "RingRelayWire",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -267,6 +285,7 @@ let package = Package(
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "SQLiteNIO", package: "sqlite-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings

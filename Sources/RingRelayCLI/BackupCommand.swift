@@ -19,6 +19,9 @@ struct BackupCommand: AsyncParsableCommand {
     @Option(help: "The server's data directory. [env: RINGRELAY_DATA_DIR] (default: ./ringrelay-data)") var dataDir: String?
 
     func run() async throws {
+        if ProcessInfo.processInfo.environment["RINGRELAY_DATABASE_URL", default: ""].isEmpty == false {
+            throw ValidationError("RINGRELAY_DATABASE_URL is set: the server keeps its data in PostgreSQL. Back that up with pg_dump.")
+        }
         let directory = dataDir ?? ProcessInfo.processInfo.environment["RINGRELAY_DATA_DIR"] ?? ServerConfiguration().dataDirectory
         let database = URL(fileURLWithPath: directory).appendingPathComponent(Bootstrap.databaseFile).path
         guard FileManager.default.fileExists(atPath: database) else {

@@ -99,6 +99,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "How hard each SQLite commit waits for the disk: normal survives a killed process, full a power loss too (one disk flush per commit). [env: RINGRELAY_SQLITE_SYNC] (default: normal)")
     var sqliteSync: String?
 
+    @Option(
+        help:
+            "PostgreSQL database to use instead of the SQLite file, e.g. postgres://user:password@host:5432/ringrelay; several instances may share it. A secret: prefer the environment. [env: RINGRELAY_DATABASE_URL]"
+    )
+    var databaseUrl: String?
+
     @Option(help: "Bearer token /metrics requires (at least 16 characters); unset, /metrics is open. Prefer the environment. [env: RINGRELAY_METRICS_TOKEN]")
     var metricsToken: String?
 
@@ -136,6 +142,7 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.rateLimitBurst] = rateLimitBurst
         flags[.fcmEndpoint] = fcmEndpoint
         flags[.sqliteSync] = sqliteSync
+        flags[.databaseURL] = databaseUrl
         flags[.metricsToken] = metricsToken
         let configuration: ServerConfiguration
         do {

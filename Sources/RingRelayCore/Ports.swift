@@ -76,9 +76,13 @@ public protocol SettingsStore: Sendable {
     func setting(named name: String, orInsert makeValue: @Sendable () -> Data) async throws -> Data
 }
 
-/// Everything the server needs from storage. `SQLiteStore` (in RingRelayStore) implements it; a
-/// PostgreSQL store would be a second implementation of the same protocols.
+/// Everything the server needs from storage, with the same semantics in each engine:
+/// `SQLiteStore` (RingRelayStore, one process on one file) and `PostgresStore`
+/// (RingRelayPostgres, any number of instances on one database).
 public protocol DataStore: AccountStore, BindingStore, CredentialStore, SettingsStore, CallStore {
     /// Throws when the store cannot be reached; backs `/readyz`.
     func ping() async throws
+    /// Writes what the store holds back (delivery records) and releases the database. Later
+    /// calls fail with `store_closed`; closing twice is harmless.
+    func close() async throws
 }

@@ -586,12 +586,6 @@ extension SQLiteData {
     fileprivate static func optionalDate(_ value: Date?) -> SQLiteData { value.map { .integer($0.millis) } ?? .null }
 }
 
-extension Date {
-    /// Milliseconds since the Unix epoch, as stored.
-    var millis: Int { Int((timeIntervalSince1970 * 1000).rounded(.down)) }
-    init(millis: Int) { self.init(timeIntervalSince1970: TimeInterval(millis) / 1000) }
-}
-
 // MARK: - Calls
 
 extension SQLiteStore {
@@ -699,7 +693,7 @@ extension SQLiteStore {
             .text(call.media.rawValue), .optionalText(call.metadata), .optionalDate(call.answeredAt), .optionalText(call.answeredBy),
             .optionalDate(call.endedAt), .optionalText(call.endReason?.rawValue), .optionalText(call.endedBy),
             .optionalText(call.callerAvatarURL), call.notifyMissed.map { .integer($0 ? 1 : 0) } ?? .null,
-            .integer(call.isSealed ? 1 : 0), .optionalText(call.group?.mode.rawValue), .optionalText(call.group.map(StoredParticipants.encode)),
+            .integer(call.isSealed ? 1 : 0), .optionalText(call.group?.mode.rawValue), .optionalText(call.group?.storedParticipants),
             .integer(call.group?.anyRinging == true ? 1 : 0), .integer(call.version),
         ]
     }
@@ -1045,7 +1039,7 @@ extension SQLiteStore {
                     [
                         .text(updated.state.rawValue), .integer(updated.updatedAt.millis), .optionalDate(updated.answeredAt),
                         .optionalText(updated.answeredBy), .optionalDate(updated.endedAt), .optionalText(updated.endReason?.rawValue),
-                        .optionalText(updated.endedBy), .optionalText(updated.group.map(StoredParticipants.encode)),
+                        .optionalText(updated.endedBy), .optionalText(updated.group?.storedParticipants),
                         .integer(updated.group?.anyRinging == true ? 1 : 0), .text(updated.id), .text(updated.accountID), .integer(expectedVersion),
                     ])
                 guard let row = rows.first else {
@@ -1119,38 +1113,8 @@ extension SQLiteStore {
                 guard let mode = RingMode(rawValue: mode) else {
                     throw RingRelayError(.internal, code: .storeCorrupt, "A stored ring group has an unknown mode.")
                 }
-                return RingGroup(mode: mode, members: try StoredParticipants.decode(row.optionalString("participants") ?? "[]"))
+                return try RingGroup(mode: mode, storedParticipants: row.optionalString("participants") ?? "[]")
             },
             version: Int(row.column("version")?.integer ?? 0))
-    }
-}
-
-/// A ring group's participants as stored: JSON, times in whole milliseconds like every other column.
-private enum StoredParticipants {
-    private struct Row: Codable {
-        var identity: String
-        var state: String
-        var answeredBy: String?
-        var answeredAt: Int?
-        var endedAt: Int?
-    }
-
-    static func encode(_ group: RingGroup) -> String {
-        let rows = group.members.map {
-            Row(identity: $0.identity, state: $0.state.rawValue, answeredBy: $0.answeredBy, answeredAt: $0.answeredAt?.millis, endedAt: $0.endedAt?.millis)
-        }
-        // Strings, integers and optionals: encoding cannot fail.
-        return String(decoding: (try? JSONEncoder().encode(rows)) ?? Data("[]".utf8), as: UTF8.self)
-    }
-
-    static func decode(_ text: String) throws -> [CallParticipant] {
-        try JSONDecoder().decode([Row].self, from: Data(text.utf8)).map { row in
-            guard let state = ParticipantState(rawValue: row.state) else {
-                throw RingRelayError(.internal, code: .storeCorrupt, "A stored ring group participant has an unknown state.")
-            }
-            return CallParticipant(
-                identity: row.identity, state: state, answeredBy: row.answeredBy, answeredAt: row.answeredAt.map(Date.init(millis:)),
-                endedAt: row.endedAt.map(Date.init(millis:)))
-        }
     }
 }

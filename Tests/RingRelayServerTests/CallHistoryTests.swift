@@ -282,15 +282,12 @@ import Testing
         }
     }
 
-    /// Every shape of the history statements reads one range of a history index, newest first,
-    /// whatever the account's size: no table scan, and no sort but that of two page-sized parts.
-    @Test func aPageReadsOneIndexRange() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
+    /// Every shape of the history statements, and the history indexes each reads (both
+    /// engines' plan tests).
+    static let historyShapes: [(CallHistoryQuery, index: [String])] = {
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         let after = CallHistoryPosition(createdAt: now, id: ResourceID.make(ResourceID.call, at: now))
-        let queries: [(CallHistoryQuery, index: [String])] = [
+        return [
             (CallHistoryQuery(), ["calls_account_history"]),
             (CallHistoryQuery(states: [.missed, .ended], since: now.addingTimeInterval(-3600), until: now, after: after), ["calls_account_history"]),
             (CallHistoryQuery(states: [.accepted]), ["calls_account_history"]),
@@ -303,7 +300,15 @@ import Testing
                 ["calls_callee_history", "call_members_history", "calls_caller_history"]
             ),
         ]
-        for (query, indexes) in queries {
+    }()
+
+    /// Every shape of the history statements reads one range of a history index, newest first,
+    /// whatever the account's size: no table scan, and no sort but that of two page-sized parts.
+    @Test func aPageReadsOneIndexRange() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
+        for (query, indexes) in Self.historyShapes {
             let plans = try await store.callHistoryPlan(accountID: "acc_x", query: query)
             // With a state filter, one window statement per index comes before the page's.
             #expect(plans.count == (query.states.isEmpty ? 1 : indexes.count + 1), "\(query): \(plans)")
@@ -326,71 +331,6 @@ import Testing
                 }
             }
         }
-        try await store.close()
-    }
-
-    /// A state filter looks at a bounded window of calls per page: pages may come short, even
-    /// empty, while more follow, but following them finds every call once, newest first.
-    @Test func aRareStateIsFoundThroughBoundedWindows() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
-        let start = Date(timeIntervalSince1970: 1_790_000_000)
-        let account = Account(id: ResourceID.make(ResourceID.account, at: start), name: "acme", createdAt: start)
-        try await store.createAccount(
-            account,
-            firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: start))
-        // 2,500 calls between alice and bob, two to a millisecond; every 100th is missed, and the
-        // oldest one unreachable.
-        var calls: [Call] = []
-        for index in 0..<2_500 {
-            let at = Date(timeIntervalSince1970: Double(1_790_000_000_000 + index / 2) / 1000)
-            let state: CallState = index == 0 ? .unreachable : index % 100 == 7 ? .missed : .ended
-            let (caller, callee) = index % 3 == 0 ? ("bob", "alice") : ("alice", "bob")
-            let call = Call(
-                id: ResourceID.make(ResourceID.call, at: at), accountID: account.id, source: .native, caller: caller, callee: callee, state: state,
-                externalID: nil, createdAt: at, ringDeadline: at.addingTimeInterval(45), updatedAt: at)
-            _ = try await store.createCall(call)
-            calls.append(call)
-        }
-        func newestFirst(_ calls: [Call]) -> [String] {
-            func millis(_ call: Call) -> Int { Int((call.createdAt.timeIntervalSince1970 * 1000).rounded()) }
-            return calls.sorted { (millis($0), $0.id) > (millis($1), $1.id) }.map(\.id)
-        }
-        /// Every page of `query`, and how many there were.
-        func follow(_ query: CallHistoryQuery) async throws -> (ids: [String], pages: Int) {
-            var query = query
-            var ids: [String] = []
-            var pages = 0
-            repeat {
-                let page = try await store.listCalls(accountID: account.id, query: query)
-                #expect(page.calls.count <= query.limit)
-                ids += page.calls.map(\.id)
-                pages += 1
-                query.after = page.next
-            } while query.after != nil && pages < 100
-            return (ids, pages)
-        }
-
-        let missed = calls.filter { $0.state == .missed }
-        let all = try await follow(CallHistoryQuery(states: [.missed], limit: 100))
-        #expect(all.ids == newestFirst(missed))
-        // Three windows of 1,000 calls at most.
-        #expect(all.pages == 3)
-        let rare = try await follow(CallHistoryQuery(states: [.unreachable]))
-        #expect(rare.ids == [calls[0].id])
-        #expect(rare.pages == 3)
-        // A full page needs no more than its window.
-        #expect(try await follow(CallHistoryQuery(states: [.ended], limit: 100)).ids == newestFirst(calls.filter { $0.state == .ended }))
-        // Both directions of an identity: two windows, merged.
-        let both = try await follow(CallHistoryQuery(identity: "bob", states: [.missed, .unreachable], limit: 7))
-        #expect(both.ids == newestFirst(missed + [calls[0]]))
-        let outgoing = try await follow(CallHistoryQuery(identity: "bob", direction: .outgoing, states: [.missed], limit: 7))
-        #expect(outgoing.ids == newestFirst(missed.filter { $0.caller == "bob" }))
-        // Without a state filter every page is full.
-        let pages = try await follow(CallHistoryQuery(identity: "alice", limit: 100))
-        #expect(pages.ids == newestFirst(calls))
-        #expect(pages.pages == 25)
         try await store.close()
     }
 

@@ -12,7 +12,7 @@ import Testing
 @Suite(.serialized) struct ProcessTests {
     let adminToken = "process-test-admin-token-0123456789"
 
-    private static func request(
+    static func request(
         _ method: HTTPMethod, _ url: String, token: String, body: String? = nil, client: HTTPClient = .shared
     ) async throws -> (Int, Data) {
         var request = HTTPClientRequest(url: url)

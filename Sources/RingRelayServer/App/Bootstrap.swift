@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RingRelayCore
+import RingRelayPostgres
 import RingRelayStore
 import RingRelayWire
 
@@ -13,8 +14,9 @@ import RingRelayWire
 /// before it serves (a port already in use) must not spend them: the next start creates and
 /// prints them instead.
 public struct Bootstrap: Sendable {
-    /// The opened, migrated store.
-    public let store: SQLiteStore
+    /// The opened, migrated store: the SQLite file in the data directory, or the PostgreSQL
+    /// database of `--database-url`.
+    public let store: any DataStore
     /// The admin token in force.
     public let adminToken: String
     /// A token generated now and not yet written: ``keepSecrets()`` writes it.
@@ -56,11 +58,17 @@ public struct Bootstrap: Sendable {
                 "the data directory can be read by other users; chmod 700 it",
                 metadata: ["data.dir": .string(directory.path), "data.dir.mode": .string(String(mode, radix: 8))])
         }
-        let database = directory.appendingPathComponent(databaseFile).path
-        let store = try await SQLiteStore.open(path: database, logger: logger, sync: configuration.sqliteSync)
-        // Files an older version created 0644 (or a copy restored with a loose mode) are tightened.
-        for file in [database, database + "-wal", database + "-shm"] where files.fileExists(atPath: file) {
-            try? files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+        let store: any DataStore
+        if let url = configuration.databaseURL {
+            logger.info("using PostgreSQL", metadata: ["store.url": .string(url.description)])
+            store = try await PostgresStore.open(url: url, logger: logger)
+        } else {
+            let database = directory.appendingPathComponent(databaseFile).path
+            store = try await SQLiteStore.open(path: database, logger: logger, sync: configuration.sqliteSync)
+            // Files an older version created 0644 (or a copy restored with a loose mode) are tightened.
+            for file in [database, database + "-wal", database + "-shm"] where files.fileExists(atPath: file) {
+                try? files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+            }
         }
 
         let adminToken: String

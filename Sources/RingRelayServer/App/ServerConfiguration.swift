@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import RingRelayAPNs
 import RingRelayFCM
+import RingRelayPostgres
 import RingRelayStore
 
 /// Everything `ringrelay serve` can be configured with, validated.
@@ -17,8 +18,11 @@ public struct ServerConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// Port to listen on; 0 picks a free port.
     public var port: Int = 8080
-    /// Where the SQLite database, the admin token and the signing key live.
+    /// Where the SQLite database and the generated admin token live.
     public var dataDirectory: String = "./ringrelay-data"
+    /// The PostgreSQL database to use instead of the SQLite file in ``dataDirectory``: several
+    /// instances may share it. A secret (it holds a password).
+    public var databaseURL: PostgresDatabaseURL?
     /// Admin token; when `nil` one is generated on first start and kept in the data directory.
     public var adminToken: String?
     /// Log level.
@@ -106,6 +110,7 @@ public struct ServerConfiguration: Sendable {
         case rateLimit = "rate-limit"
         case rateLimitBurst = "rate-limit-burst"
         case sqliteSync = "sqlite-sync"
+        case databaseURL = "database-url"
         case metricsToken = "metrics-token"
 
         /// The swift-configuration key, e.g. `ringrelay.data-dir`.
@@ -117,7 +122,7 @@ public struct ServerConfiguration: Sendable {
             "RINGRELAY_" + rawValue.uppercased().replacingOccurrences(of: "-", with: "_")
         }
         /// Whether the value is a secret (redacted by the reader).
-        public var isSecret: Bool { self == .adminToken || self == .metricsToken }
+        public var isSecret: Bool { self == .adminToken || self == .metricsToken || self == .databaseURL }
     }
 
     /// Reads and validates the configuration.
@@ -190,6 +195,14 @@ public struct ServerConfiguration: Sendable {
                 throw ConfigurationError(key: .sqliteSync, "must be normal or full, got '\(text)'.")
             }
             sqliteSync = sync
+        }
+        if let text = value(.databaseURL) {
+            do {
+                databaseURL = try PostgresDatabaseURL(text)
+            } catch {
+                // The reason only: the URL may hold a password.
+                throw ConfigurationError(key: .databaseURL, "\(error.description)")
+            }
         }
         if let token = value(.metricsToken) {
             guard token.count >= 16 else { throw ConfigurationError(key: .metricsToken, "must be at least 16 characters long.") }

@@ -1,6 +1,5 @@
 import Logging
 import RingRelayCore
-import RingRelayStore
 import ServiceLifecycle
 
 /// Keeps the store open for the life of the service group and closes it last.
@@ -8,7 +7,7 @@ import ServiceLifecycle
 /// Listed before the HTTP server in the group, so on SIGTERM the server drains its in-flight
 /// requests first and the store closes after the last of them has committed.
 struct StoreService: Service {
-    let store: SQLiteStore
+    let store: any DataStore
     let logger: Logger
 
     func run() async throws {

@@ -2,11 +2,12 @@ import Synchronization
 
 /// A first-come-first-served lock for async code.
 ///
-/// A multi-statement SQLite transaction must not interleave with another task's statements, and
+/// A multi-statement SQLite transaction must not interleave with another task's statements, nor
+/// a read of delivery records with a write of them still in flight, and
 /// an actor alone does not serialise work that suspends (actors are re-entrant). Taking a free
 /// lock does not suspend; a task that finds it held waits, without blocking its thread, until
 /// the holder hands the lock straight to it.
-final class AsyncMutex: Sendable {
+package final class AsyncMutex: Sendable {
     private struct State {
         var locked = false
         var waiters: [CheckedContinuation<Void, Never>] = []
@@ -14,8 +15,10 @@ final class AsyncMutex: Sendable {
 
     private let state = Mutex(State())
 
+    package init() {}
+
     /// Runs `body` while holding the lock.
-    func withLock<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+    package func withLock<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         let acquired = state.withLock { state in
             if state.locked { return false }
             state.locked = true

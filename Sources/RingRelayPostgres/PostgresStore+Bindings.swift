@@ -1,0 +1,129 @@
+import Foundation
+import PostgresNIO
+import RingRelayCore
+
+extension PostgresStore {
+    private static let bindingColumns = """
+        id, account_id, identity, type, token, environment, environment_explicit, device_id, public_key, status, invalid_reason, \
+        invalidated_at, registered_at, created_at, updated_at
+        """
+
+    public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
+        // One statement: the unique (account_id, type, token) index decides between insert and
+        // update atomically, so two registrations of one token, on any instances, make one row.
+        let rows = try await rows(
+            """
+            INSERT INTO bindings (\(unescaped: Self.bindingColumns))
+            VALUES (\(newID), \(registration.accountID), \(registration.identity), \(registration.type.rawValue), \(registration.token),
+                \(registration.environment?.rawValue), \(registration.environmentIsExplicit), \(registration.deviceID), \(registration.publicKey),
+                'active', NULL, NULL, \(now.millis), \(now.millis), \(now.millis))
+            ON CONFLICT (account_id, type, token) DO UPDATE SET
+                identity = excluded.identity,
+                environment = excluded.environment,
+                environment_explicit = excluded.environment_explicit,
+                device_id = excluded.device_id,
+                public_key = excluded.public_key,
+                status = 'active',
+                invalid_reason = NULL,
+                invalidated_at = NULL,
+                registered_at = excluded.registered_at,
+                updated_at = excluded.updated_at
+            RETURNING \(unescaped: Self.bindingColumns)
+            """)
+        guard let row = rows.first else {
+            throw RingRelayError(.internal, code: .storeError, "The binding upsert returned no row.")
+        }
+        let binding = try Self.binding(row)
+        return BindingUpsert(binding: binding, created: binding.id == newID)
+    }
+
+    public func binding(id: String, accountID: String, identity: String?) async throws -> Binding? {
+        try await rows(
+            """
+            SELECT \(unescaped: Self.bindingColumns) FROM bindings
+            WHERE id = \(id) AND account_id = \(accountID) AND (\(identity)::text IS NULL OR identity = \(identity))
+            """
+        ).first.map(Self.binding)
+    }
+
+    public func listBindings(accountID: String, query: BindingQuery) async throws -> Page<Binding> {
+        // Filters left out are NULL; each statement is planned with its values, so a NULL filter
+        // costs nothing.
+        var items = try await rows(
+            """
+            SELECT \(unescaped: Self.bindingColumns) FROM bindings
+            WHERE account_id = \(accountID)
+                AND (\(query.identity)::text IS NULL OR identity = \(query.identity))
+                AND (\(query.type?.rawValue)::text IS NULL OR type = \(query.type?.rawValue))
+                AND (\(query.status?.rawValue)::text IS NULL OR status = \(query.status?.rawValue))
+                AND (\(query.after)::text IS NULL OR id > \(query.after))
+            ORDER BY id LIMIT \(query.limit + 1)
+            """
+        ).map(Self.binding)
+        // One extra row tells whether another page exists without a COUNT.
+        var next: String?
+        if items.count > query.limit {
+            items.removeLast()
+            next = items.last?.id
+        }
+        return Page(items: items, nextAfter: next)
+    }
+
+    public func activeBindings(accountID: String, identity: String) async throws -> [Binding] {
+        // Read every time: another instance may have changed them a moment ago.
+        try await rows(
+            """
+            SELECT \(unescaped: Self.bindingColumns) FROM bindings
+            WHERE account_id = \(accountID) AND identity = \(identity) AND status = 'active' ORDER BY id
+            """
+        ).map(Self.binding)
+    }
+
+    public func deleteBinding(id: String, accountID: String, identity: String?) async throws -> Bool {
+        try await !rows(
+            """
+            DELETE FROM bindings WHERE id = \(id) AND account_id = \(accountID) AND (\(identity)::text IS NULL OR identity = \(identity))
+            RETURNING id
+            """
+        ).isEmpty
+    }
+
+    public func deleteBindings(accountID: String, identity: String) async throws -> Int {
+        try await rows("DELETE FROM bindings WHERE account_id = \(accountID) AND identity = \(identity) RETURNING id").count
+    }
+
+    public func invalidateBinding(id: String, accountID: String, reason: String, at date: Date, invalidSince: Date?) async throws -> Binding? {
+        // One conditional statement: a re-registration that lands between the push service's
+        // answer and this update wins, because it moves registered_at past the timestamp.
+        let changed = try await rows(
+            """
+            UPDATE bindings SET status = 'invalid', invalid_reason = \(reason), invalidated_at = \(date.millis), updated_at = \(date.millis)
+            WHERE id = \(id) AND account_id = \(accountID) AND (\(invalidSince?.millis)::bigint IS NULL OR registered_at <= \(invalidSince?.millis))
+            RETURNING \(unescaped: Self.bindingColumns)
+            """)
+        if let row = changed.first { return try Self.binding(row) }
+        return try await binding(id: id, accountID: accountID, identity: nil)
+    }
+
+    public func bindingCounts() async throws -> [BindingCount] {
+        // Kept by triggers on every binding change (see the migration): a few rows, never a scan.
+        try await rows("SELECT type, status, n FROM binding_counts WHERE n > 0").compactMap { row in
+            guard let type = BindingType(rawValue: try row.string("type")), let status = BindingStatus(rawValue: try row.string("status"))
+            else { return nil }
+            return BindingCount(type: type, status: status, count: try row.integer("n"))
+        }
+    }
+
+    private static func binding(_ row: PostgresRandomAccessRow) throws -> Binding {
+        guard let type = BindingType(rawValue: try row.string("type")), let status = BindingStatus(rawValue: try row.string("status")) else {
+            throw RingRelayError(.internal, code: .storeCorrupt, "A stored binding has an unknown type or status.")
+        }
+        return Binding(
+            id: try row.string("id"), accountID: try row.string("account_id"), identity: try row.string("identity"), type: type,
+            token: try row.string("token"), environment: try row.optionalString("environment").flatMap(PushEnvironment.init),
+            environmentIsExplicit: try row.boolean("environment_explicit"), deviceID: try row.optionalString("device_id"),
+            publicKey: try row.optionalString("public_key"), status: status, invalidReason: try row.optionalString("invalid_reason"),
+            invalidatedAt: try row.optionalDate("invalidated_at"), registeredAt: try row.date("registered_at"),
+            createdAt: try row.date("created_at"), updatedAt: try row.date("updated_at"))
+    }
+}
