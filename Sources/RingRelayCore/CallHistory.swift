@@ -31,6 +31,23 @@ public struct CallHistoryPosition: Sendable, Hashable {
     }
 }
 
+/// A place in the `(created_at, id)` order of the stores' history indexes, as stored (whole
+/// milliseconds); the stores compare the ends of their parts' windows with it.
+package struct CallHistoryBound: Comparable, Sendable {
+    package var millis: Int
+    package var id: String
+
+    package init(millis: Int, id: String) {
+        self.millis = millis
+        self.id = id
+    }
+
+    package static func < (lhs: Self, rhs: Self) -> Bool {
+        // Call ids are ASCII, where String order is both databases' byte ("C") order.
+        (lhs.millis, lhs.id) < (rhs.millis, rhs.id)
+    }
+}
+
 /// One page of the call history.
 public struct CallHistoryPage: Sendable, Hashable {
     /// The calls, newest first.

@@ -15,16 +15,7 @@ import RingRelayWire
 /// identity, `$3`–`$6` the `(created_at, id)` range, `$7` the states, `$8` the page size, `$9`
 /// the window), so a part is a fixed text whatever the filters.
 struct PostgresCallHistory: Sendable {
-    /// A place in the `(created_at, id)` order of the history indexes, as stored.
-    struct Bound: Comparable, Sendable {
-        var millis: Int
-        var id: String
-
-        static func < (lhs: Self, rhs: Self) -> Bool {
-            // Ids are ASCII and collated "C": String order is the database's order.
-            (lhs.millis, lhs.id) < (rhs.millis, rhs.id)
-        }
-    }
+    typealias Bound = CallHistoryBound
 
     /// Most calls a page with a `states` filter looks at, per part.
     static let window = 1000

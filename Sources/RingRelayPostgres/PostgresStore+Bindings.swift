@@ -3,10 +3,7 @@ import PostgresNIO
 import RingRelayCore
 
 extension PostgresStore {
-    private static let bindingColumns = """
-        id, account_id, identity, type, token, environment, environment_explicit, device_id, public_key, status, invalid_reason, \
-        invalidated_at, registered_at, created_at, updated_at
-        """
+    private static let bindingColumns = StoreSQL.bindingColumns
 
     public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
         // One statement: the unique (account_id, type, token) index decides between insert and
@@ -17,17 +14,7 @@ extension PostgresStore {
             VALUES (\(newID), \(registration.accountID), \(registration.identity), \(registration.type.rawValue), \(registration.token),
                 \(registration.environment?.rawValue), \(registration.environmentIsExplicit), \(registration.deviceID), \(registration.publicKey),
                 'active', NULL, NULL, \(now.millis), \(now.millis), \(now.millis))
-            ON CONFLICT (account_id, type, token) DO UPDATE SET
-                identity = excluded.identity,
-                environment = excluded.environment,
-                environment_explicit = excluded.environment_explicit,
-                device_id = excluded.device_id,
-                public_key = excluded.public_key,
-                status = 'active',
-                invalid_reason = NULL,
-                invalidated_at = NULL,
-                registered_at = excluded.registered_at,
-                updated_at = excluded.updated_at
+            \(unescaped: StoreSQL.bindingUpsert)
             RETURNING \(unescaped: Self.bindingColumns)
             """)
         guard let row = rows.first else {

@@ -4,13 +4,8 @@ import RingRelayCore
 import RingRelayWire
 
 extension PostgresStore {
-    static let callColumns = """
-        id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \
-        answered_at, answered_by, ended_at, end_reason, ended_by, caller_avatar_url, notify_missed, sealed, ring_mode, participants, \
-        members_ringing, version
-        """
-    private static let deliveryColumns =
-        "id, call_id, binding_id, device_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
+    static let callColumns = StoreSQL.callColumns
+    private static let deliveryColumns = StoreSQL.deliveryColumns
 
     public func createCall(_ call: Call) async throws -> CallCreation {
         try await withConnection { connection in
@@ -229,9 +224,7 @@ extension PostgresStore {
         }
         let sql = """
             INSERT INTO deliveries (\(Self.deliveryColumns)) VALUES \(rows.joined(separator: ", "))
-            ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome, status = excluded.status, reason = excluded.reason,
-                provider_id = excluded.provider_id, attempts = excluded.attempts, latency_ms = excluded.latency_ms,
-                completed_at = excluded.completed_at
+            \(StoreSQL.deliveryUpsert)
             """
         _ = try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
     }

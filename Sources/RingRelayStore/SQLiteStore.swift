@@ -374,8 +374,7 @@ extension SQLiteStore {
 // MARK: - Bindings
 
 extension SQLiteStore {
-    private static let bindingColumns =
-        "id, account_id, identity, type, token, environment, environment_explicit, device_id, public_key, status, invalid_reason, invalidated_at, registered_at, created_at, updated_at"
+    private static let bindingColumns = StoreSQL.bindingColumns
 
     public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
         // One statement: the unique (account_id, type, token) index decides between insert and
@@ -384,17 +383,7 @@ extension SQLiteStore {
             """
             INSERT INTO bindings (\(Self.bindingColumns))
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', NULL, NULL, ?, ?, ?)
-            ON CONFLICT (account_id, type, token) DO UPDATE SET
-                identity = excluded.identity,
-                environment = excluded.environment,
-                environment_explicit = excluded.environment_explicit,
-                device_id = excluded.device_id,
-                public_key = excluded.public_key,
-                status = 'active',
-                invalid_reason = NULL,
-                invalidated_at = NULL,
-                registered_at = excluded.registered_at,
-                updated_at = excluded.updated_at
+            \(StoreSQL.bindingUpsert)
             RETURNING \(Self.bindingColumns)
             """,
             [
@@ -589,13 +578,8 @@ extension SQLiteData {
 // MARK: - Calls
 
 extension SQLiteStore {
-    fileprivate static let callColumns = """
-        id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \
-        answered_at, answered_by, ended_at, end_reason, ended_by, caller_avatar_url, notify_missed, sealed, ring_mode, participants, \
-        members_ringing, version
-        """
-    private static let deliveryColumns =
-        "id, call_id, binding_id, device_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
+    fileprivate static let callColumns = StoreSQL.callColumns
+    private static let deliveryColumns = StoreSQL.deliveryColumns
 
     public func createCall(_ call: Call) async throws -> CallCreation {
         // Group commit: calls arriving while a round is written go in the next one, a transaction
@@ -755,16 +739,7 @@ extension SQLiteStore {
     /// text prepared): the range is always bound, as two `(created_at, id)` bounds, and the states
     /// as a full list.
     struct HistoryStatements: Sendable {
-        /// A place in the `(created_at, id)` order of the history indexes, as stored.
-        struct Bound: Comparable, Sendable {
-            var millis: Int
-            var id: String
-
-            static func < (lhs: Self, rhs: Self) -> Bool {
-                // Call ids are ASCII, where String order is SQLite's byte order.
-                (lhs.millis, lhs.id) < (rhs.millis, rhs.id)
-            }
-        }
+        typealias Bound = CallHistoryBound
 
         /// One part: a range of one index, the equality terms it serves and their values, and a term
         /// only the page checks. Columns are named through aliases: `c` for calls, `m` for
@@ -966,11 +941,7 @@ extension SQLiteStore {
         let row = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         _ = try connection.query(
             "INSERT INTO deliveries (\(deliveryColumns)) VALUES " + Array(repeating: row, count: deliveries.count).joined(separator: ", ")
-                + """
-                 ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome, status = excluded.status, reason = excluded.reason,
-                    provider_id = excluded.provider_id, attempts = excluded.attempts, latency_ms = excluded.latency_ms,
-                    completed_at = excluded.completed_at
-                """,
+                + " " + StoreSQL.deliveryUpsert,
             deliveries.flatMap(deliveryBinds))
     }
 

@@ -1,0 +1,43 @@
+/// SQL that both store engines (SQLite and PostgreSQL) write alike: the columns of the tables
+/// whose rows they read into the same values, and the clauses whose rules must not drift apart.
+package enum StoreSQL {
+    /// The calls table's columns, in the order the stores bind and read them.
+    package static let callColumns = """
+        id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \
+        answered_at, answered_by, ended_at, end_reason, ended_by, caller_avatar_url, notify_missed, sealed, ring_mode, participants, \
+        members_ringing, version
+        """
+
+    /// The deliveries table's columns.
+    package static let deliveryColumns =
+        "id, call_id, binding_id, device_id, channel, kind, outcome, status, reason, provider_id, attempts, latency_ms, created_at, completed_at"
+
+    /// The bindings table's columns.
+    package static let bindingColumns = """
+        id, account_id, identity, type, token, environment, environment_explicit, device_id, public_key, status, invalid_reason, \
+        invalidated_at, registered_at, created_at, updated_at
+        """
+
+    /// What registering a token that exists does to its binding: it moves to the new identity and
+    /// device, and is active again.
+    package static let bindingUpsert = """
+        ON CONFLICT (account_id, type, token) DO UPDATE SET
+            identity = excluded.identity,
+            environment = excluded.environment,
+            environment_explicit = excluded.environment_explicit,
+            device_id = excluded.device_id,
+            public_key = excluded.public_key,
+            status = 'active',
+            invalid_reason = NULL,
+            invalidated_at = NULL,
+            registered_at = excluded.registered_at,
+            updated_at = excluded.updated_at
+        """
+
+    /// What recording a delivery again does: its answer replaces the planned record.
+    package static let deliveryUpsert = """
+        ON CONFLICT (id) DO UPDATE SET outcome = excluded.outcome, status = excluded.status, reason = excluded.reason,
+            provider_id = excluded.provider_id, attempts = excluded.attempts, latency_ms = excluded.latency_ms,
+            completed_at = excluded.completed_at
+        """
+}
