@@ -86,3 +86,51 @@ public protocol DataStore: AccountStore, BindingStore, CredentialStore, Settings
     /// calls fail with `store_closed`; closing twice is harmless.
     func close() async throws
 }
+
+/// What one instance tells the others that share its database, so that their caches and live
+/// connections follow a change made through it.
+public enum ClusterNotice: Sendable, Hashable, Codable {
+    /// A push or provider credential of the account was stored or deleted.
+    case credentialsChanged(accountID: String, kind: CredentialKind)
+    /// The account was deleted: its devices' live connections end, its cached credentials go.
+    case accountDeleted(accountID: String)
+    /// Devices of an identity lost their last binding (`deviceIDs`), or every binding of the
+    /// identity was deleted (`nil`): their live connections end.
+    case devicesUnbound(accountID: String, identity: String, deviceIDs: [String]?)
+}
+
+/// What a ``ClusterBus`` delivers.
+public enum ClusterDelivery: Sendable, Hashable {
+    /// Another instance's notice.
+    case notice(ClusterNotice)
+    /// Notices may have been missed (the connection to the bus was lost and is back): whatever
+    /// they would have corrected must be checked afresh.
+    case resynchronize
+}
+
+/// How instances sharing a database tell each other of changes: a port, so a deployment beyond
+/// what its database's notifications carry can move to a dedicated bus.
+///
+/// Delivery is at most once and only to instances listening at the time; a listener that may
+/// have missed notices is told so (``ClusterDelivery/resynchronize``). An instance never hears
+/// its own notices: it applies them itself.
+public protocol ClusterBus: Sendable {
+    /// Sends `notice` to the other instances.
+    func publish(_ notice: ClusterNotice) async throws
+    /// Hands the other instances' notices to `receive`, in the order they were published, until
+    /// the task is cancelled; reconnects by itself, then delivers ``ClusterDelivery/resynchronize``.
+    func listen(_ receive: @escaping @Sendable (ClusterDelivery) async -> Void) async throws
+}
+
+/// The bus of a server that shares its store with nobody (the SQLite file): nothing to tell.
+public struct SingleInstanceBus: ClusterBus {
+    /// Creates the bus.
+    public init() {}
+
+    public func publish(_ notice: ClusterNotice) async throws {}
+
+    public func listen(_ receive: @escaping @Sendable (ClusterDelivery) async -> Void) async throws {
+        // Nobody else publishes: wait for the end of the server (a cancelled sleep throws).
+        while true { try await Task.sleep(for: .seconds(3600)) }
+    }
+}

@@ -26,7 +26,7 @@ final class PostgresConnectionPool: Sendable {
         var closed = false
     }
 
-    private let configuration: PostgresConnection.Configuration
+    let configuration: PostgresConnection.Configuration
     private let maximum: Int
     private let logger: Logger
     private let state = Mutex(State())

@@ -7,12 +7,10 @@ import RingRelayWire
 /// `/v1/accounts`: the operator's view of tenants and their API keys. Admin token only.
 struct AccountsController {
     let store: any DataStore
-    /// Live connections: a deleted account's are closed (4003).
-    let hub: LiveHub
     let clock: any WallClock
-    /// Cleared when an account goes, with its faults.
-    let credentials: CredentialCache
-    let faults: ConfigurationFaults
+    /// Told when an account goes: its live connections close (4003), on every instance, and its
+    /// cached credentials and faults go.
+    let cluster: ClusterSync
     /// Largest request body accepted.
     let maxBodyBytes: Int
 
@@ -50,9 +48,7 @@ struct AccountsController {
         try context.requireAdmin()
         let id = context.parameters.value("accountId")
         guard try await store.deleteAccount(id: id) else { throw RingRelayError.notFound("account", id: id) }
-        faults.clear(accountID: id)
-        credentials.invalidate(accountID: id)
-        hub.closeAccount(id)
+        await cluster.announce(.accountDeleted(accountID: id))
         context.logger.info("account deleted", metadata: ["account.id": .string(id)])
         return Response(status: .noContent)
     }

@@ -28,6 +28,8 @@ struct AppServices: Sendable {
     var pusher: BindingPusher
     /// Runs rings' deliveries and tracks those still in flight.
     var executor: RingExecutor
+    /// Keeps caches and live connections in step with the other instances sharing the store.
+    var cluster: ClusterSync
     /// Per-account rate limit for webhooks and calls.
     var limiter: RateLimiter
     /// Live connections of this instance.
@@ -45,6 +47,7 @@ struct AppServices: Sendable {
         [
             pusher.apns.client,
             pusher.fcm.client,
+            cluster,
             CallPruner(store: store, retention: configuration.callRetention, clock: clock, logger: logger),
             RingTimeoutSweeper(calls: calls, hub: hub, executor: executor, metrics: metrics, logger: logger),
             RingDrainService(executor: executor, logger: logger),

@@ -35,6 +35,7 @@ public func buildApplication(
     adminToken: String,
     clock: any WallClock = SystemWallClock(),
     logger: Logger = Logger(label: "ringrelay"),
+    bus: any ClusterBus = SingleInstanceBus(),
     services: [any Service] = [],
     shutdownNotice: ShutdownNotice? = nil,
     onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
@@ -43,7 +44,7 @@ public func buildApplication(
     var logger = logger
     logger.handler.metadataProvider = .multiplex([logger.metadataProvider, RequestIDs.metadataProvider].compactMap { $0 })
     let appServices = try await AppServices.make(
-        configuration: configuration, store: store, adminToken: adminToken, clock: clock, logger: logger)
+        configuration: configuration, store: store, bus: bus, adminToken: adminToken, clock: clock, logger: logger)
     let router = buildRouter(services: appServices)
     let hub = appServices.hub
     shutdownNotice?.onShutdown { hub.closeAll(code: .goingAway) }
@@ -74,7 +75,8 @@ extension AppServices {
     /// Creates the collaborators: the signing key from the store, metrics, the push clients, the
     /// ring path.
     static func make(
-        configuration: ServerConfiguration, store: any DataStore, adminToken: String, clock: any WallClock, logger: Logger
+        configuration: ServerConfiguration, store: any DataStore, bus: any ClusterBus = SingleInstanceBus(), adminToken: String,
+        clock: any WallClock, logger: Logger
     ) async throws -> AppServices {
         let signingKey = try await store.setting(named: "access_token.signing_key") {
             Data(Secrets.generate(prefix: "").utf8)
@@ -96,6 +98,7 @@ extension AppServices {
         return AppServices(
             store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
             metrics: metrics, credentials: credentials, faults: faults, pusher: pusher, executor: executor,
+            cluster: ClusterSync(bus: bus, store: store, credentials: credentials, faults: faults, hub: hub, logger: logger),
             limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), hub: hub,
             ringer: ringer,
             calls: CallService(
@@ -124,16 +127,14 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     router.add(middleware: QueryParameterMiddleware())
     OpsController(store: services.store, faults: services.faults, metrics: services.metrics, metricsToken: configuration.metricsToken)
         .register(on: router)
-    AccountsController(
-        store: services.store, hub: services.hub, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes
-    ).register(on: router)
+    AccountsController(store: services.store, clock: services.clock, cluster: services.cluster, maxBodyBytes: maxBodyBytes).register(on: router)
     // Google's OAuth hosts, and the FCM endpoint's when the operator chose one (the simulator).
     var fcmTokenHosts = CredentialValidator.googleTokenHosts
     if configuration.fcm.endpoint != FCMConfiguration().endpoint, let host = URL(string: configuration.fcm.endpoint)?.host?.lowercased() {
         fcmTokenHosts.insert(host)
     }
     CredentialsController(
-        store: services.store, clock: services.clock, credentials: services.credentials, faults: services.faults, maxBodyBytes: maxBodyBytes,
+        store: services.store, clock: services.clock, cluster: services.cluster, maxBodyBytes: maxBodyBytes,
         fcmTokenHosts: fcmTokenHosts
     ).register(on: router)
     AccessTokensController(
@@ -141,7 +142,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     ).register(on: router)
     CallSettingsController(store: services.store, maxBodyBytes: maxBodyBytes).register(on: router)
     IdentityKeysController(store: services.store).register(on: router)
-    BindingsController(store: services.store, hub: services.hub, clock: services.clock, maxBodyBytes: maxBodyBytes).register(on: router)
+    BindingsController(store: services.store, cluster: services.cluster, clock: services.clock, maxBodyBytes: maxBodyBytes).register(on: router)
     TestPushController(
         store: services.store, clock: services.clock, pusher: services.pusher,
         limiter: RateLimiter(rate: TestPushController.perSecond, burst: TestPushController.burst, clock: services.clock)
@@ -186,7 +187,7 @@ public func runServer(
     let notice = ShutdownNotice()
     let (listening, listener) = AsyncStream.makeStream(of: Int.self)
     let app = try await buildApplication(
-        configuration: configuration, store: bootstrap.store, adminToken: bootstrap.adminToken, logger: logger,
+        configuration: configuration, store: bootstrap.store, adminToken: bootstrap.adminToken, logger: logger, bus: bootstrap.bus,
         services: [StoreService(store: bootstrap.store, logger: logger)], shutdownNotice: notice,
         onServerRunning: { channel in
             listener.yield(channel.localAddress?.port ?? configuration.port)

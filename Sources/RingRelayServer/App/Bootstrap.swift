@@ -17,6 +17,9 @@ public struct Bootstrap: Sendable {
     /// The opened, migrated store: the SQLite file in the data directory, or the PostgreSQL
     /// database of `--database-url`.
     public let store: any DataStore
+    /// How this instance hears of changes other instances make: PostgreSQL's notifications when
+    /// the store is shared, nothing for the SQLite file.
+    public let bus: any ClusterBus
     /// The admin token in force.
     public let adminToken: String
     /// A token generated now and not yet written: ``keepSecrets()`` writes it.
@@ -59,9 +62,12 @@ public struct Bootstrap: Sendable {
                 metadata: ["data.dir": .string(directory.path), "data.dir.mode": .string(String(mode, radix: 8))])
         }
         let store: any DataStore
+        var bus: any ClusterBus = SingleInstanceBus()
         if let url = configuration.databaseURL {
             logger.info("using PostgreSQL", metadata: ["store.url": .string(url.description)])
-            store = try await PostgresStore.open(url: url, logger: logger)
+            let postgres = try await PostgresStore.open(url: url, logger: logger)
+            store = postgres
+            bus = postgres.clusterBus()
         } else {
             let database = directory.appendingPathComponent(databaseFile).path
             store = try await SQLiteStore.open(path: database, logger: logger, sync: configuration.sqliteSync)
@@ -83,7 +89,7 @@ public struct Bootstrap: Sendable {
             adminToken = Secrets.generate(prefix: "rra_")
             generated = adminToken
         }
-        return Bootstrap(store: store, adminToken: adminToken, generatedAdminToken: generated, directory: directory)
+        return Bootstrap(store: store, bus: bus, adminToken: adminToken, generatedAdminToken: generated, directory: directory)
     }
 
     /// Writes the generated admin token and creates the `default` account, once per data directory.

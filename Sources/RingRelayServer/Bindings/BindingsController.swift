@@ -13,7 +13,8 @@ import RingRelayWire
 /// of an identity whose bindings are deleted together, loses its live connection (4004).
 struct BindingsController {
     let store: any DataStore
-    let hub: LiveHub
+    /// Told when devices lose their bindings: their live connections close on every instance.
+    let cluster: ClusterSync
     let clock: any WallClock
     /// Largest request body accepted.
     let maxBodyBytes: Int
@@ -127,7 +128,7 @@ struct BindingsController {
         }
         let identity = try QueryParameter.identity(parameter)
         let deleted = try await store.deleteBindings(accountID: accountID, identity: identity)
-        hub.closeUnbound(accountID: accountID, identity: identity, deviceIDs: nil)
+        await cluster.announce(.devicesUnbound(accountID: accountID, identity: identity, deviceIDs: nil))
         context.logger.info("identity bindings deleted", metadata: ["bindings.deleted": .stringConvertible(deleted)])
         return JSONResponse(DeletedBindings(deleted: deleted))
     }
@@ -140,7 +141,7 @@ struct BindingsController {
         if let binding, let deviceID = binding.deviceID,
             try await !store.activeBindings(accountID: accountID, identity: binding.identity).contains(where: { $0.deviceID == deviceID })
         {
-            hub.closeUnbound(accountID: accountID, identity: binding.identity, deviceIDs: [deviceID])
+            await cluster.announce(.devicesUnbound(accountID: accountID, identity: binding.identity, deviceIDs: [deviceID]))
         }
         return true
     }

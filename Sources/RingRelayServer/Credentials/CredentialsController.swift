@@ -8,9 +8,9 @@ import RingRelayWire
 struct CredentialsController {
     let store: any DataStore
     let clock: any WallClock
-    /// Forgets an account's cached credentials when they change.
-    let credentials: CredentialCache
-    let faults: ConfigurationFaults
+    /// Told of every change: every instance forgets the account's cached credential and the
+    /// faults the old one caused.
+    let cluster: ClusterSync
     /// Largest request body accepted.
     let maxBodyBytes: Int
     /// Hosts an FCM service account's `token_uri` may name.
@@ -47,21 +47,17 @@ struct CredentialsController {
         let body = try await request.decodeJSON(Body.self, maxBytes: maxBodyBytes)
         let credential = try validate(body)
         try await store.putCredential(credential, accountID: accountID, at: clock.now)
-        credentials.invalidate(accountID: accountID)
-        if let channel = PushChannel(rawValue: credential.kind.rawValue) {
-            faults.clear(accountID: accountID, channel: channel)
-        }
+        await cluster.announce(.credentialsChanged(accountID: accountID, kind: credential.kind))
         context.logger.info("credential stored", metadata: ["credential.kind": .string(credential.kind.rawValue)])
         return JSONResponse(CredentialsResource(try await store.credentials(accountID: accountID)))
     }
 
     private func delete(_ kind: CredentialKind, _ context: RingRelayRequestContext) async throws -> Response {
         let accountID = try context.requireAccountKey()
-        if let channel = PushChannel(rawValue: kind.rawValue) {
-            faults.clear(accountID: accountID, channel: channel)
-        }
-        defer { credentials.invalidate(accountID: accountID) }
-        guard try await store.deleteCredential(kind: kind, accountID: accountID) else {
+        let deleted = try await store.deleteCredential(kind: kind, accountID: accountID)
+        // Whatever it found: nothing cached may outlive the delete, here or elsewhere.
+        await cluster.announce(.credentialsChanged(accountID: accountID, kind: kind))
+        guard deleted else {
             throw RingRelayError(.notFound, code: .credentialNotFound, "No \(kind.rawValue) credential is configured.")
         }
         context.logger.info("credential deleted", metadata: ["credential.kind": .string(kind.rawValue)])

@@ -190,6 +190,11 @@ final class LiveHub: Sendable {
         }
     }
 
+    /// The accounts with a device connected here.
+    func connectedAccounts() -> Set<String> {
+        state.withLock { Set($0.connections.keys.map(\.accountID)) }
+    }
+
     /// How many connections are open.
     var connectionCount: Int { state.withLock { $0.connections.count } }
 

@@ -61,6 +61,14 @@ final class CredentialCache: Sendable {
     }
 
     /// Forgets an account's credentials (after an upload, a delete or the account's deletion).
+    /// Forgets every entry (after a gap in what other instances told this one).
+    func invalidateAll() {
+        state.withLock { state in
+            state.generation &+= 1
+            state.entries.removeAll()
+        }
+    }
+
     func invalidate(accountID: String) {
         state.withLock { state in
             state.generation &+= 1
