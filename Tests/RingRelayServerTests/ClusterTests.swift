@@ -106,4 +106,20 @@ import Testing
             #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
         }
     }
+
+    /// `scripts/cluster --check`, as the README shows it: PostgreSQL from Debian's packages, three
+    /// instances sharing it and nginx balancing them, each answering, a write through the balancer
+    /// read back through every instance, and everything stopped and removed afterwards.
+    @Test func theClusterScriptStartsThreeInstancesBehindNginx() async throws {
+        let base = Int.random(in: 30_000...60_000)
+        let script = DeploymentFilesTests.repository.appendingPathComponent("scripts/cluster").path
+        let run = try ServerProcess(
+            [script, "--check"], directory: DeploymentFilesTests.repository.path,
+            environment: ["RINGRELAY_BIN": ServerProcess.binary.path, "CLUSTER_PORT": "\(base)"], executable: URL(fileURLWithPath: "/bin/bash"))
+        let status = try await run.waitForExit(timeout: .seconds(240))
+        #expect(status == 0, "\(run.stdout)\n\(run.stderr)")
+        #expect(run.stdout.contains("cluster ok: 3 instances on PostgreSQL behind nginx"), "\(run.stdout)\n\(run.stderr)")
+        let answered = (try? await ProcessTests.request(.GET, "http://127.0.0.1:\(base)/healthz", token: "-")) != nil
+        #expect(!answered, "the balancer still answers after the script ended")
+    }
 }
