@@ -29,7 +29,7 @@ public struct CallActor: Sendable, Hashable {
 }
 
 /// Which of an identity's connected devices get an event.
-public enum DeviceSelection: Sendable, Hashable {
+public enum DeviceSelection: Sendable, Hashable, Codable {
     /// Every device.
     case all
     /// Only this device.
@@ -48,7 +48,7 @@ public enum DeviceSelection: Sendable, Hashable {
 }
 
 /// One event to send after a state change.
-public struct PlannedEvent: Sendable, Hashable {
+public struct PlannedEvent: Sendable, Hashable, Codable {
     /// What to send.
     public var kind: CallEventType
     /// To whose devices.

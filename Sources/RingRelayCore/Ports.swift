@@ -1,4 +1,5 @@
 import Foundation
+import RingRelayWire
 
 /// Accounts and their API keys.
 public protocol AccountStore: Sendable {
@@ -97,6 +98,56 @@ public enum ClusterNotice: Sendable, Hashable, Codable {
     /// Devices of an identity lost their last binding (`deviceIDs`), or every binding of the
     /// identity was deleted (`nil`): their live connections end.
     case devicesUnbound(accountID: String, identity: String, deviceIDs: [String]?)
+    /// A call changed: its devices connected to other instances get these events (the call as
+    /// it is now is read from the store).
+    case callEvents(accountID: String, callID: String, events: [PlannedEvent])
+    /// Ring a device connected to the `target` instance, for the `origin` instance's ring.
+    case ring(RemoteRing)
+    /// The device acknowledged the ring `ringID` the `origin` instance asked for.
+    case ringAcknowledged(ringID: String, origin: String)
+}
+
+/// A ring one instance asks the instance holding the device's connection to send.
+public struct RemoteRing: Sendable, Hashable, Codable {
+    /// Names the ring between the two instances.
+    public var ringID: String
+    /// The instance whose ring it is.
+    public var origin: String
+    /// The instance holding the device's connection.
+    public var target: String
+    /// The device.
+    public var device: LiveDeviceAddress
+    /// The call (read from the store by the target).
+    public var callID: String
+    /// `call.incoming` or `call.notification`.
+    public var event: CallEventType
+    /// Whether the callee is in another call.
+    public var calleeBusy: Bool
+    /// For provider calls, the provider; its payload, verbatim.
+    public var provider: CallSource?
+    public var payload: String?
+    /// For a sealed call, the device's box.
+    public var sealed: String?
+    /// How long the origin waits for the acknowledgement, in milliseconds.
+    public var ackWindowMilliseconds: Int
+
+    /// Creates a ring request.
+    public init(
+        ringID: String, origin: String, target: String, device: LiveDeviceAddress, callID: String, event: CallEventType, calleeBusy: Bool,
+        provider: CallSource?, payload: String?, sealed: String?, ackWindowMilliseconds: Int
+    ) {
+        self.ringID = ringID
+        self.origin = origin
+        self.target = target
+        self.device = device
+        self.callID = callID
+        self.event = event
+        self.calleeBusy = calleeBusy
+        self.provider = provider
+        self.payload = payload
+        self.sealed = sealed
+        self.ackWindowMilliseconds = ackWindowMilliseconds
+    }
 }
 
 /// What a ``ClusterBus`` delivers.
@@ -122,10 +173,53 @@ public protocol ClusterBus: Sendable {
     func listen(_ receive: @escaping @Sendable (ClusterDelivery) async -> Void) async throws
 }
 
-/// The bus of a server that shares its store with nobody (the SQLite file): nothing to tell.
-public struct SingleInstanceBus: ClusterBus {
+/// One device's live connection, as the instances sharing a store find it.
+public struct LiveDeviceAddress: Sendable, Hashable, Codable {
+    public var accountID: String
+    public var identity: String
+    public var deviceID: String
+
+    /// Creates an address.
+    public init(accountID: String, identity: String, deviceID: String) {
+        self.accountID = accountID
+        self.identity = identity
+        self.deviceID = deviceID
+    }
+}
+
+/// Which instance holds which device's live connection, for instances sharing a store: a ring
+/// reaches a device connected to another instance through that instance.
+public protocol LiveDirectory: Sendable {
+    /// This instance, as the directory (and the bus) name it.
+    var instanceID: String { get }
+    /// Records that this instance holds `device`'s connection number `connection`.
+    func connected(_ device: LiveDeviceAddress, connection: UInt64) async throws
+    /// Forgets that connection, unless a newer one (here or on another instance) replaced it.
+    func disconnected(_ device: LiveDeviceAddress, connection: UInt64) async throws
+    /// The identity's devices connected to other instances that are alive: device id → instance id.
+    func remoteDevices(accountID: String, identity: String) async throws -> [String: String]
+    /// Marks this instance alive. An instance silent for a few seconds (it died) is left out of
+    /// ``remoteDevices(accountID:identity:)``, and its records are removed later.
+    func heartbeat() async throws
+    /// Removes this instance and its devices (a graceful shutdown).
+    func leave() async throws
+}
+
+/// What instances sharing a store need of each other: the bus and the directory.
+public typealias Cluster = ClusterBus & LiveDirectory
+
+/// The bus of a server that shares its store with nobody (the SQLite file): nothing to tell, and
+/// every device it can reach is its own.
+public struct SingleInstanceBus: Cluster {
     /// Creates the bus.
     public init() {}
+
+    public var instanceID: String { "single" }
+    public func connected(_ device: LiveDeviceAddress, connection: UInt64) async throws {}
+    public func disconnected(_ device: LiveDeviceAddress, connection: UInt64) async throws {}
+    public func remoteDevices(accountID: String, identity: String) async throws -> [String: String] { [:] }
+    public func heartbeat() async throws {}
+    public func leave() async throws {}
 
     public func publish(_ notice: ClusterNotice) async throws {}
 

@@ -11,14 +11,20 @@ import RingRelayCore
 /// disconnected are lost to it: after every (re)connection it delivers
 /// ``ClusterDelivery/resynchronize`` first. PostgreSQL delivers notifications in commit order,
 /// so each instance hears them in the order they were published.
-public struct PostgresClusterBus: ClusterBus {
+public struct PostgresClusterBus: Cluster {
     /// The notification channel.
     static let channel = "ringrelay_cluster"
 
     private let store: PostgresStore
     private let logger: Logger
-    /// This instance, as its notices name it.
-    let instanceID = UUID().uuidString
+    /// This instance, as its notices and the directory name it.
+    public let instanceID = UUID().uuidString
+    /// How long an instance may stay silent before its devices count as gone.
+    static let staleAfterMilliseconds = 10_000
+    /// How long a silent instance's records are kept before they are removed.
+    static let removedAfterMilliseconds = 60_000
+    /// The database's clock, in milliseconds: instances' own clocks need not agree.
+    private static let now = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint"
     /// The longest pause between attempts to listen again.
     private let maximumBackoff: Duration
 
@@ -73,6 +79,59 @@ public struct PostgresClusterBus: ClusterBus {
         } onCancel: {
             connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
         }
+    }
+}
+
+// MARK: - The directory
+
+extension PostgresClusterBus {
+    public func connected(_ device: LiveDeviceAddress, connection: UInt64) async throws {
+        _ = try await store.rows(
+            """
+            INSERT INTO live_devices (account_id, identity, device_id, instance_id, connection, connected_at)
+            VALUES (\(device.accountID), \(device.identity), \(device.deviceID), \(instanceID), \(Int64(connection)), \(unescaped: Self.now))
+            ON CONFLICT (account_id, identity, device_id) DO UPDATE SET
+                instance_id = excluded.instance_id, connection = excluded.connection, connected_at = excluded.connected_at
+            """)
+    }
+
+    public func disconnected(_ device: LiveDeviceAddress, connection: UInt64) async throws {
+        _ = try await store.rows(
+            """
+            DELETE FROM live_devices WHERE account_id = \(device.accountID) AND identity = \(device.identity)
+                AND device_id = \(device.deviceID) AND instance_id = \(instanceID) AND connection = \(Int64(connection))
+            """)
+    }
+
+    public func remoteDevices(accountID: String, identity: String) async throws -> [String: String] {
+        let rows = try await store.rows(
+            """
+            SELECT d.device_id, d.instance_id FROM live_devices AS d JOIN cluster_instances AS i ON i.id = d.instance_id
+            WHERE d.account_id = \(accountID) AND d.identity = \(identity) AND d.instance_id <> \(instanceID)
+                AND i.seen_at > \(unescaped: Self.now) - \(Self.staleAfterMilliseconds)
+            """)
+        var devices: [String: String] = [:]
+        for row in rows { devices[try row.string("device_id")] = try row.string("instance_id") }
+        return devices
+    }
+
+    public func heartbeat() async throws {
+        _ = try await store.rows(
+            """
+            INSERT INTO cluster_instances (id, seen_at) VALUES (\(instanceID), \(unescaped: Self.now))
+            ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at
+            """)
+        // Whoever beats first after an instance died removes what it left.
+        _ = try await store.rows(
+            """
+            WITH gone AS (DELETE FROM cluster_instances WHERE seen_at < \(unescaped: Self.now) - \(Self.removedAfterMilliseconds) RETURNING id)
+            DELETE FROM live_devices WHERE instance_id IN (SELECT id FROM gone)
+            """)
+    }
+
+    public func leave() async throws {
+        _ = try await store.rows("DELETE FROM live_devices WHERE instance_id = \(instanceID)")
+        _ = try await store.rows("DELETE FROM cluster_instances WHERE id = \(instanceID)")
     }
 }
 

@@ -217,5 +217,25 @@ extension PostgresMigration {
                 // The ring-timeout sweep: answered groups whose other identities still ring.
                 "CREATE INDEX calls_group_ringing ON calls(ring_deadline) WHERE state = 'accepted' AND members_ringing",
             ]),
+        PostgresMigration(
+            version: 3, name: "live directory",
+            statements: [
+                // Instances sharing the database, and when each last said it was alive (the
+                // database's clock, so instances' clocks need not agree).
+                "CREATE TABLE cluster_instances (id TEXT COLLATE \"C\" PRIMARY KEY, seen_at BIGINT NOT NULL)",
+                // Which instance holds each device's live connection (its newest).
+                """
+                CREATE TABLE live_devices (
+                    account_id TEXT COLLATE "C" NOT NULL,
+                    identity TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    instance_id TEXT COLLATE "C" NOT NULL,
+                    connection BIGINT NOT NULL,
+                    connected_at BIGINT NOT NULL,
+                    PRIMARY KEY (account_id, identity, device_id)
+                )
+                """,
+                "CREATE INDEX live_devices_instance ON live_devices(instance_id)",
+            ]),
     ]
 }

@@ -122,4 +122,85 @@ import Testing
         let answered = (try? await ProcessTests.request(.GET, "http://127.0.0.1:\(base)/healthz", token: "-")) != nil
         #expect(!answered, "the balancer still answers after the script ended")
     }
+
+    /// A call spans instances (issue 20): the caller on A, the callee's phone connected to B and
+    /// its tablet to C. Both ring live through their instances, each acknowledgement relayed back
+    /// to A; the phone's accept on B reaches the caller on A and ends the tablet's ring on C; the
+    /// caller's hang-up reaches the phone. Every device hears one ending.
+    @Test func aCallRingsDevicesOnEveryInstanceAndEachHearsItsEnding() async throws {
+        let cluster = try await PostgresTestCluster.shared.value
+        let database = try await cluster.createDatabase()
+        let url = cluster.url(database: database)
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let adminToken = "cluster-test-admin-token-0123456789"
+        var servers: [ServerProcess] = []
+        var listening: [String] = []
+        for name in ["a", "b", "c"] {
+            let server = try ServerProcess(
+                ["serve", "--port", "0", "--data-dir", name, "--admin-token", adminToken, "--rate-limit", "0", "--live-fallback", "20s"],
+                directory: directory.path, environment: ["RINGRELAY_DATABASE_URL": url])
+            servers.append(server)
+            listening.append(try await server.waitUntilListening())
+        }
+        let bases = listening
+        let (_, accountData) = try await ProcessTests.request(.POST, bases[0] + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
+        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+        func token(_ identity: String, _ deviceID: String) async throws -> String {
+            let (_, data) = try await ProcessTests.request(
+                .POST, bases[0] + "/v1/access-tokens", token: key, body: #"{"identity":"\#(identity)","deviceId":"\#(deviceID)"}"#)
+            return try JSONDecoder.ringRelay.decode(AccessTokenResponse.self, from: data).token
+        }
+        let aliceToken = try await token("alice", "a1")
+        let alice = try await LiveDevice.connect(port: try #require(URL(string: bases[0])?.port), token: aliceToken)
+        let phone = try await LiveDevice.connect(port: try #require(URL(string: bases[1])?.port), token: try await token("bob", "b1"))
+        let tablet = try await LiveDevice.connect(port: try #require(URL(string: bases[2])?.port), token: try await token("bob", "b2"))
+        // The instances have said where their devices are, and that they are alive.
+        let registered = await eventually {
+            let devices = try? await cluster.query("SELECT COUNT(*)::bigint FROM live_devices", database: database)
+            let instances = try? await cluster.query("SELECT COUNT(*)::bigint FROM cluster_instances", database: database)
+            return devices == 3 && instances == 3
+        }
+        #expect(registered)
+
+        let (status, callData) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: aliceToken, body: #"{"to":"bob"}"#)
+        #expect(status == 201, "\(String(decoding: callData, as: UTF8.self))")
+        let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: callData)
+        #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .incoming)
+        #expect(try await tablet.nextEvent(timeout: .seconds(30)).type == .incoming)
+        // Both acknowledgements came back to A: both live deliveries are delivered, nothing pushed.
+        let relayed = await eventually {
+            guard let (_, data) = try? await ProcessTests.request(.GET, bases[0] + "/v1/calls/\(call.id)", token: key),
+                let record = try? JSONDecoder.ringRelay.decode(CallResource.self, from: data)
+            else { return false }
+            let deliveries = record.deliveries ?? []
+            return deliveries.count == 2 && deliveries.allSatisfy { $0.channel == "websocket" && $0.outcome == "delivered" }
+        }
+        #expect(relayed)
+
+        try await phone.send(.accept(callId: call.id))
+        let accepted = try await alice.nextEvent(timeout: .seconds(30))
+        #expect(accepted.type == .accepted)
+        #expect(accepted.call.answeredBy == "b1")
+        #expect(try await tablet.nextEvent(timeout: .seconds(30)).type == .answeredElsewhere)
+        #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .accepted)
+
+        try await alice.send(.end(callId: call.id))
+        #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .ended)
+        #expect(try await alice.nextEvent(timeout: .seconds(30)).type == .ended)
+        try await Task.sleep(for: .milliseconds(500))
+        for device in [alice, phone, tablet] {
+            let events = device.events.filter { $0.callId == call.id }
+            #expect(events.filter { TerminalEventTests.terminal.contains($0.type) }.count == 1, "\(events.map(\.type))")
+            await device.close()
+        }
+        // Gone devices leave the directory; stopped instances leave it too.
+        let unregistered = await eventually { (try? await cluster.query("SELECT COUNT(*)::bigint FROM live_devices", database: database)) == 0 }
+        #expect(unregistered)
+        for server in servers {
+            server.signal(SIGTERM)
+            #expect(try await server.waitForExit() == 0)
+        }
+        #expect(try await cluster.query("SELECT COUNT(*)::bigint FROM cluster_instances", database: database) == 0)
+    }
 }

@@ -35,7 +35,7 @@ public func buildApplication(
     adminToken: String,
     clock: any WallClock = SystemWallClock(),
     logger: Logger = Logger(label: "ringrelay"),
-    bus: any ClusterBus = SingleInstanceBus(),
+    bus: any Cluster = SingleInstanceBus(),
     services: [any Service] = [],
     shutdownNotice: ShutdownNotice? = nil,
     onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
@@ -75,7 +75,7 @@ extension AppServices {
     /// Creates the collaborators: the signing key from the store, metrics, the push clients, the
     /// ring path.
     static func make(
-        configuration: ServerConfiguration, store: any DataStore, bus: any ClusterBus = SingleInstanceBus(), adminToken: String,
+        configuration: ServerConfiguration, store: any DataStore, bus: any Cluster = SingleInstanceBus(), adminToken: String,
         clock: any WallClock, logger: Logger
     ) async throws -> AppServices {
         let signingKey = try await store.setting(named: "access_token.signing_key") {
@@ -90,19 +90,19 @@ extension AppServices {
             store: store, credentials: credentials, apns: APNsPushProvider(client: apns), fcm: FCMPushProvider(client: fcm, clock: clock),
             faults: faults, clock: clock, logger: logger)
         let hub = LiveHub(clock: clock)
+        let cluster = ClusterSync(bus: bus, store: store, credentials: credentials, faults: faults, hub: hub, logger: logger)
         let executor = RingExecutor(
-            store: store, hub: hub, pusher: pusher, clock: clock, metrics: metrics, liveFallback: configuration.liveFallback)
+            store: store, hub: hub, cluster: cluster, pusher: pusher, clock: clock, metrics: metrics, liveFallback: configuration.liveFallback)
         let ringer = Ringer(
-            store: store, hub: hub, executor: executor, clock: clock, metrics: metrics, logger: logger,
+            store: store, hub: hub, cluster: cluster, executor: executor, clock: clock, metrics: metrics, logger: logger,
             ringTimeout: configuration.ringTimeout, answerWait: configuration.webhookWait)
         return AppServices(
             store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
-            metrics: metrics, credentials: credentials, faults: faults, pusher: pusher, executor: executor,
-            cluster: ClusterSync(bus: bus, store: store, credentials: credentials, faults: faults, hub: hub, logger: logger),
+            metrics: metrics, credentials: credentials, faults: faults, pusher: pusher, executor: executor, cluster: cluster,
             limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), hub: hub,
             ringer: ringer,
             calls: CallService(
-                store: store, ringer: ringer, hub: hub,
+                store: store, ringer: ringer, cluster: cluster,
                 notifier: MissedCallNotifier(store: store, executor: executor, clock: clock, logger: logger), clock: clock,
                 metrics: metrics, logger: logger),
             logger: logger)
@@ -161,7 +161,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
         maxBodyBytes: maxBodyBytes
     ).register(on: router)
     ConnectController(
-        hub: services.hub, calls: services.calls, metrics: services.metrics, clock: services.clock, pingInterval: configuration.livePingInterval,
+        hub: services.hub, cluster: services.cluster, calls: services.calls, metrics: services.metrics, clock: services.clock, pingInterval: configuration.livePingInterval,
         outboundBudget: configuration.liveOutboundBudget)
         .register(on: router)
     return router

@@ -19,7 +19,7 @@ public struct Bootstrap: Sendable {
     public let store: any DataStore
     /// How this instance hears of changes other instances make: PostgreSQL's notifications when
     /// the store is shared, nothing for the SQLite file.
-    public let bus: any ClusterBus
+    public let bus: any Cluster
     /// The admin token in force.
     public let adminToken: String
     /// A token generated now and not yet written: ``keepSecrets()`` writes it.
@@ -62,7 +62,7 @@ public struct Bootstrap: Sendable {
                 metadata: ["data.dir": .string(directory.path), "data.dir.mode": .string(String(mode, radix: 8))])
         }
         let store: any DataStore
-        var bus: any ClusterBus = SingleInstanceBus()
+        var bus: any Cluster = SingleInstanceBus()
         if let url = configuration.databaseURL {
             logger.info("using PostgreSQL", metadata: ["store.url": .string(url.description)])
             let postgres = try await PostgresStore.open(url: url, logger: logger)

@@ -1,27 +1,143 @@
+import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import RingRelayCore
+import RingRelayWire
 import ServiceLifecycle
+import Synchronization
 
-/// Keeps this instance's caches and live connections in step with changes made through any
-/// instance sharing its store.
+/// Keeps this instance in step with the others sharing its store: their caches, their live
+/// connections, and the devices connected to them.
 ///
 /// Controllers ``announce(_:)`` what they changed: it is applied here at once and published on
-/// the ``ClusterBus``; what other instances publish is applied as it arrives. After a gap in the
-/// bus (``ClusterDelivery/resynchronize``) every cached credential is dropped and every live
-/// connection whose account is gone is closed; a binding removal missed in the gap is not
-/// recovered, and such a device's connection ends with its access token.
+/// the ``ClusterBus``; what other instances publish is applied as it arrives. A call's events go
+/// to this instance's devices and, through the bus, to the others' (``publish(_:call:)``). After a
+/// gap in the bus (``ClusterDelivery/resynchronize``) every cached credential is dropped and every
+/// live connection whose account is gone is closed; a binding removal missed in the gap is not
+/// recovered, and such a device's connection ends with its access token. While it runs, this
+/// instance tells the ``LiveDirectory`` it is alive, and leaves it on a graceful shutdown.
 struct ClusterSync: Service {
-    let bus: any ClusterBus
+    let bus: any Cluster
     let store: any DataStore
     let credentials: CredentialCache
     let faults: ConfigurationFaults
     let hub: LiveHub
     let logger: Logger
+    /// Rings this instance asked other instances to send, waiting for their acknowledgement.
+    private let remoteRings = RemoteRingWaits()
+    /// How often this instance says it is alive.
+    static let heartbeatInterval: Duration = .seconds(2)
+    /// Largest notice payload, well under PostgreSQL's 8,000 bytes: a call's events beyond it
+    /// travel in several notices, in order.
+    static let maxNoticeBytes = 6000
 
     /// Applies `notice` here and tells the other instances. A failure to tell them is logged, not
     /// thrown: the change is made, and the others' caches expire on their own.
     func announce(_ notice: ClusterNotice) async {
         apply(notice)
+        await tellOthers(notice)
+    }
+
+    /// Sends a call's events to this instance's devices, and through the bus to the devices
+    /// connected to the others.
+    func publish(_ events: [PlannedEvent], call: Call) async {
+        hub.publish(events, call: call)
+        for chunk in Self.chunks(events) {
+            await tellOthers(.callEvents(accountID: call.accountID, callID: call.id, events: chunk))
+        }
+    }
+
+    /// The identity's devices connected to other instances (device id → instance).
+    func remoteDevices(accountID: String, identity: String) async -> [String: String] {
+        do {
+            return try await bus.remoteDevices(accountID: accountID, identity: identity)
+        } catch {
+            // Without the directory, a device on another instance gets its push instead.
+            logger.warning("could not look up devices on other instances", metadata: ["error.cause": .string("\(error)")])
+            return [:]
+        }
+    }
+
+    /// Asks `instance` to ring a device connected to it and waits for the device's
+    /// acknowledgement, relayed back, up to `window`.
+    /// - Returns: whether the device acknowledged the ring in time.
+    func ringRemote(
+        _ device: LiveDeviceAddress, on instance: String, call: Call, event: CallEventType, calleeBusy: Bool, payload: [UInt8]?, sealed: String?,
+        within window: Duration
+    ) async -> Bool {
+        let ring = RemoteRing(
+            ringID: UUID().uuidString, origin: bus.instanceID, target: instance, device: device, callID: call.id, event: event,
+            calleeBusy: calleeBusy, provider: call.source == .native ? nil : call.source, payload: payload.map { String(decoding: $0, as: UTF8.self) },
+            sealed: sealed, ackWindowMilliseconds: Int(window.timeInterval * 1000))
+        guard let size = try? JSONEncoder().encode(ring).count, size <= Self.maxNoticeBytes else {
+            logger.info("ring too large to relay to another instance; pushing instead", metadata: ["device.id": .string(device.deviceID)])
+            return false
+        }
+        return await remoteRings.wait(for: ring.ringID, within: window) {
+            await self.tellOthers(.ring(ring))
+        }
+    }
+
+    /// Records where a device's new connection is.
+    func deviceConnected(_ registration: LiveHub.Registration) async {
+        do {
+            try await bus.connected(Self.address(registration.key), connection: registration.connectionID)
+        } catch {
+            logger.warning("could not record a live connection for the other instances", metadata: ["error.cause": .string("\(error)")])
+        }
+    }
+
+    /// Forgets a device's connection that ended.
+    func deviceDisconnected(_ registration: LiveHub.Registration) async {
+        do {
+            try await bus.disconnected(Self.address(registration.key), connection: registration.connectionID)
+        } catch {
+            logger.warning("could not remove a live connection for the other instances", metadata: ["error.cause": .string("\(error)")])
+        }
+    }
+
+    func run() async throws {
+        // The directory is left however the listening ends (a graceful shutdown cancels it, not
+        // this task: the store is still open, it stops after this service).
+        do {
+            try await listenAndBeat()
+        } catch {
+            await Self.leave(bus, logger: logger)
+            throw error
+        }
+        await Self.leave(bus, logger: logger)
+    }
+
+    private func listenAndBeat() async throws {
+        try await cancelWhenGracefulShutdown {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await bus.listen { delivery in await self.receive(delivery) } }
+                group.addTask {
+                    while true {
+                        do {
+                            try await bus.heartbeat()
+                        } catch {
+                            logger.warning("could not tell the other instances this one is alive", metadata: ["error.cause": .string("\(error)")])
+                        }
+                        try await Task.sleep(for: Self.heartbeatInterval)
+                    }
+                }
+                try await group.next()
+                group.cancelAll()
+            }
+        }
+    }
+
+    private static func leave(_ bus: any Cluster, logger: Logger) async {
+        do {
+            try await bus.leave()
+        } catch {
+            logger.warning("could not leave the instances' directory", metadata: ["error.cause": .string("\(error)")])
+        }
+    }
+
+    private func tellOthers(_ notice: ClusterNotice) async {
         do {
             try await bus.publish(notice)
         } catch {
@@ -29,14 +145,23 @@ struct ClusterSync: Service {
         }
     }
 
-    func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            try await bus.listen { delivery in await self.receive(delivery) }
-        }
-    }
-
     private func receive(_ delivery: ClusterDelivery) async {
         switch delivery {
+        case .notice(.callEvents(let accountID, let callID, let events)):
+            // Read the call only when a device here is concerned.
+            guard hub.isConcerned(accountID: accountID, callID: callID, identities: Set(events.map(\.identity))) else { return }
+            do {
+                guard let call = try await store.call(id: callID, accountID: accountID) else { return }
+                hub.publish(events, call: call)
+            } catch {
+                logger.warning("could not read a call another instance changed", metadata: ["error.cause": .string("\(error)")])
+            }
+        case .notice(.ring(let ring)):
+            guard ring.target == bus.instanceID else { return }
+            await ringHere(ring)
+        case .notice(.ringAcknowledged(let ringID, let origin)):
+            guard origin == bus.instanceID else { return }
+            remoteRings.resolve(ringID)
         case .notice(let notice):
             apply(notice)
         case .resynchronize:
@@ -62,6 +187,97 @@ struct ClusterSync: Service {
             hub.closeAccount(accountID)
         case .devicesUnbound(let accountID, let identity, let deviceIDs):
             hub.closeUnbound(accountID: accountID, identity: identity, deviceIDs: deviceIDs.map(Set.init))
+        case .callEvents, .ring, .ringAcknowledged:
+            break
         }
+    }
+
+    /// Sends another instance's ring to a device connected here and relays its acknowledgement.
+    private func ringHere(_ ring: RemoteRing) async {
+        let key = DeviceKey(accountID: ring.device.accountID, identity: ring.device.identity, deviceID: ring.device.deviceID)
+        do {
+            guard let call = try await store.call(id: ring.callID, accountID: ring.device.accountID), call.isRinging(ring.device.identity),
+                let eventID = hub.ring(
+                    ring.event, call: call, to: key, calleeBusy: ring.calleeBusy, provider: ring.provider, rawPayload: ring.payload.map { Array($0.utf8) },
+                    sealed: ring.sealed)
+            else { return }
+            guard await hub.awaitAck(eventID, within: .milliseconds(ring.ackWindowMilliseconds)) else { return }
+            await tellOthers(.ringAcknowledged(ringID: ring.ringID, origin: ring.origin))
+        } catch {
+            logger.warning("could not ring a device for another instance", metadata: ["error.cause": .string("\(error)")])
+        }
+    }
+
+    private static func address(_ key: DeviceKey) -> LiveDeviceAddress {
+        LiveDeviceAddress(accountID: key.accountID, identity: key.identity, deviceID: key.deviceID)
+    }
+
+    /// `events` in runs whose encoding stays under ``maxNoticeBytes``, in order.
+    static func chunks(_ events: [PlannedEvent]) -> [[PlannedEvent]] {
+        let encoder = JSONEncoder()
+        var chunks: [[PlannedEvent]] = []
+        var current: [PlannedEvent] = []
+        var size = 0
+        for event in events {
+            let bytes = (try? encoder.encode(event).count) ?? maxNoticeBytes
+            if !current.isEmpty, size + bytes > maxNoticeBytes {
+                chunks.append(current)
+                current = []
+                size = 0
+            }
+            current.append(event)
+            size += bytes + 1
+        }
+        if !current.isEmpty { chunks.append(current) }
+        return chunks
+    }
+}
+
+/// Rings relayed to other instances, each waiting for its acknowledgement or its window's end.
+private final class RemoteRingWaits: Sendable {
+    private enum Wait {
+        case waiting(CheckedContinuation<Bool, Never>)
+        case acknowledged
+    }
+
+    private let waits = Mutex<[String: Wait]>([:])
+
+    /// Runs `send`, then waits until ``resolve(_:)`` is called for `ringID` or `window` passes.
+    func wait(for ringID: String, within window: Duration, send: () async -> Void) async -> Bool {
+        await send()
+        // An event-loop timer, as for local rings: no task and no dispatch timer per ring.
+        let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(window)) { self.finish(ringID, acknowledged: false) }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            let early = waits.withLock { waits -> Bool in
+                if case .acknowledged = waits[ringID] {
+                    waits[ringID] = nil
+                    return true
+                }
+                waits[ringID] = .waiting(continuation)
+                return false
+            }
+            if early { continuation.resume(returning: true) }
+        }
+    }
+
+    /// The device acknowledged `ringID`.
+    func resolve(_ ringID: String) {
+        finish(ringID, acknowledged: true)
+    }
+
+    private func finish(_ ringID: String, acknowledged: Bool) {
+        let continuation = waits.withLock { waits -> CheckedContinuation<Bool, Never>? in
+            switch waits[ringID] {
+            case .waiting(let continuation):
+                waits[ringID] = nil
+                return continuation
+            case .acknowledged, nil:
+                // An acknowledgement before the wait began is kept for it; a timeout without a wait is nothing.
+                if acknowledged { waits[ringID] = .acknowledged }
+                return nil
+            }
+        }
+        continuation?.resume(returning: acknowledged)
     }
 }

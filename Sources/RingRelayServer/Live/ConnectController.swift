@@ -15,6 +15,8 @@ import RingRelayWire
 /// call commands and pings. A bad frame gets an `error` frame and the connection stays open.
 struct ConnectController {
     let hub: LiveHub
+    /// Told where each device is connected, for rings from other instances.
+    let cluster: ClusterSync
     let calls: CallService
     let metrics: ServerMetrics
     let clock: any WallClock
@@ -100,6 +102,7 @@ struct ConnectController {
             })
         let registration = hub.connect(key, lastEventID: lastEventID, sink: sink)
         metrics.recordLiveConnections(hub.connectionCount)
+        await cluster.deviceConnected(registration)
         // The token was checked at the upgrade only: the connection ends when the token does
         // (4002), and the device comes back with a fresh one.
         let expiry = expiresAt.map { expiresAt in
@@ -116,7 +119,13 @@ struct ConnectController {
         }
         // On shutdown the hub closes every connection with 1001 first (ShutdownNotice); this
         // returns when the device or the server ends the connection.
-        try await serveFrames(registration, closes: closes, inbound: inbound, outbound: outbound)
+        do {
+            try await serveFrames(registration, closes: closes, inbound: inbound, outbound: outbound)
+        } catch {
+            await cluster.deviceDisconnected(registration)
+            throw error
+        }
+        await cluster.deviceDisconnected(registration)
     }
 
     private func serveFrames(

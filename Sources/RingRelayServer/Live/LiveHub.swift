@@ -190,6 +190,15 @@ final class LiveHub: Sendable {
         }
     }
 
+    /// Whether a call's events for `identities` concern this instance: one of them has a device
+    /// connected here, or this instance sent the call's events to a device before.
+    func isConcerned(accountID: String, callID: String, identities: Set<String>) -> Bool {
+        state.withLock { state in
+            state.callDevices[callID] != nil
+                || identities.contains { state.devicesByIdentity[IdentityKey(accountID: accountID, identity: $0)] != nil }
+        }
+    }
+
     /// The accounts with a device connected here.
     func connectedAccounts() -> Set<String> {
         state.withLock { Set($0.connections.keys.map(\.accountID)) }

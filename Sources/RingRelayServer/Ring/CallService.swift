@@ -11,7 +11,8 @@ import RingRelayWire
 struct CallService: Sendable {
     let store: any DataStore
     let ringer: Ringer
-    let hub: LiveHub
+    /// Sends the events of each change to the devices, on this instance and the others.
+    let cluster: ClusterSync
     /// Tells the callee's offline devices about rings that ended unanswered.
     let notifier: MissedCallNotifier
     let clock: any WallClock
@@ -123,7 +124,7 @@ struct CallService: Sendable {
         }
         logger.info("callee busy; not ringing", metadata: ["account.id": .string(call.accountID), "call.id": .string(call.id)])
         record(refused)
-        hub.publish(CallRules.events(after: refused, actingDevice: nil), call: refused)
+        await cluster.publish(CallRules.events(after: refused, actingDevice: nil), call: refused)
         return Ringer.Result(call: refused, deliveries: [], replayed: false)
     }
 
@@ -216,7 +217,7 @@ struct CallService: Sendable {
         logger[metadataKey: "account.id"] = .string(accountID)
         logger.info("call \(changed.state.rawValue)", metadata: ["call.command": .string(command.rawValue)])
         record(changed)
-        hub.publish(CallRules.events(after: changed, actingDevice: actor.deviceID), call: changed)
+        await cluster.publish(CallRules.events(after: changed, actingDevice: actor.deviceID), call: changed)
         await notifier.callEnded(changed)
         return changed
     }
@@ -232,7 +233,7 @@ struct CallService: Sendable {
             }
             guard let missed = try await store.transitionCall(CallRules.timeout(call, at: clock.now)) else { return }
             record(missed)
-            hub.publish(CallRules.events(after: missed, actingDevice: nil), call: missed)
+            await cluster.publish(CallRules.events(after: missed, actingDevice: nil), call: missed)
             await notifier.callEnded(missed)
         } catch {
             logger.warning("could not end an unanswered call", metadata: ["call.id": .string(call.id), "error.cause": .string("\(error)")])
@@ -261,7 +262,7 @@ struct CallService: Sendable {
             if let stored = try await store.updateCall(change.call, expectedVersion: current.version) {
                 change.call = stored
                 if stored.state != current.state { record(stored) }
-                hub.publish(change.events, call: stored)
+                await cluster.publish(change.events, call: stored)
                 await notifier.ringEnded(for: change.unanswered, of: stored)
                 return change
             }

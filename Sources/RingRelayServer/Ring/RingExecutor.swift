@@ -9,7 +9,7 @@ import RingRelayWire
 /// Executes ring plans: rings live connections first, then pushes, one task per delivery, and
 /// records every answer.
 ///
-/// One slow or failing device never delays the others. ``execute(_:call:callee:content:calleeBusy:logger:waitAtMost:)``
+/// One slow or failing device never delays the others. ``execute(_:call:callee:content:calleeBusy:remote:logger:waitAtMost:)``
 /// returns when every delivery has an answer or after `waitAtMost`, whichever comes first; tasks
 /// still running go on in the background (retrying within the ring deadline) and are tracked, so a
 /// graceful shutdown can wait for them (``drain()``, from ``RingDrainService``).
@@ -20,6 +20,8 @@ import RingRelayWire
 final class RingExecutor: Sendable {
     private let store: any DataStore
     private let hub: LiveHub
+    /// Rings devices connected to other instances through them.
+    private let cluster: ClusterSync
     private let pusher: BindingPusher
     private let clock: any WallClock
     private let metrics: ServerMetrics
@@ -40,6 +42,8 @@ final class RingExecutor: Sendable {
         var callee: String
         var content: RingContent
         var calleeBusy: Bool
+        /// The connected devices held by other instances: device id → instance.
+        var remote: [String: String]
         /// Bindings of connected devices, by device id: pushed only when the live ring goes unacknowledged.
         var fallbacks: [String: [Binding]]
         var logger: Logger
@@ -51,9 +55,13 @@ final class RingExecutor: Sendable {
         case push(RingPlan.Push)
     }
 
-    init(store: any DataStore, hub: LiveHub, pusher: BindingPusher, clock: any WallClock, metrics: ServerMetrics, liveFallback: Duration) {
+    init(
+        store: any DataStore, hub: LiveHub, cluster: ClusterSync, pusher: BindingPusher, clock: any WallClock, metrics: ServerMetrics,
+        liveFallback: Duration
+    ) {
         self.store = store
         self.hub = hub
+        self.cluster = cluster
         self.pusher = pusher
         self.clock = clock
         self.metrics = metrics
@@ -63,12 +71,16 @@ final class RingExecutor: Sendable {
     /// Starts every delivery of `plan`, which rings `callee`'s devices, and waits for their answers
     /// up to `waitAtMost`.
     ///
+    /// - Parameter remote: the plan's connected devices that other instances hold (device id →
+    ///   instance): their live rings go through those instances.
     /// - Returns: the plan's deliveries in plan order, answered or still `pending` when the wait ran out.
     func execute(
-        _ plan: RingPlan, call: Call, callee: String, content: RingContent, calleeBusy: Bool, logger: Logger, waitAtMost: Duration
+        _ plan: RingPlan, call: Call, callee: String, content: RingContent, calleeBusy: Bool, remote: [String: String] = [:], logger: Logger,
+        waitAtMost: Duration
     ) async -> [Delivery] {
         guard !plan.isEmpty else { return [] }
-        let ring = Ring(call: call, callee: callee, content: content, calleeBusy: calleeBusy, fallbacks: plan.fallbacks, logger: logger)
+        let ring = Ring(
+            call: call, callee: callee, content: content, calleeBusy: calleeBusy, remote: remote, fallbacks: plan.fallbacks, logger: logger)
         let (answers, continuation) = AsyncStream.makeStream(of: Delivery.self)
         for live in plan.live { start(.live(live), of: ring, answering: continuation) }
         for push in plan.pushes { start(.push(push), of: ring, answering: continuation) }
@@ -149,11 +161,7 @@ final class RingExecutor: Sendable {
         let start = ContinuousClock.now
         var answered = live.delivery
         answered.attempts = 1
-        if let eventID = hub.ring(
-            ring.content.liveEvent, call: call, to: key, calleeBusy: ring.calleeBusy, provider: call.source == .native ? nil : call.source,
-            rawPayload: ring.content.livePayload, sealed: ring.content.sealedLive[live.deviceID]),
-            await hub.awaitAck(eventID, within: liveFallback)
-        {
+        if await ringAndAwaitAck(live.deviceID, key: key, of: ring) {
             answered.outcome = PushDisposition.delivered.metricName
             answered.latencyMs = ((ContinuousClock.now - start).timeInterval * 1_000_000).rounded() / 1000
             answered.completedAt = clock.now
@@ -179,6 +187,23 @@ final class RingExecutor: Sendable {
                 "could not fall back to push", metadata: ["device.id": .string(live.deviceID), "error.cause": .string("\(error)")])
         }
         return answered
+    }
+
+    /// Rings one connected device, here or through the instance holding it, and waits for its ack.
+    private func ringAndAwaitAck(_ deviceID: String, key: DeviceKey, of ring: Ring) async -> Bool {
+        let call = ring.call
+        let sealed = ring.content.sealedLive[deviceID]
+        if let instance = ring.remote[deviceID] {
+            return await cluster.ringRemote(
+                LiveDeviceAddress(accountID: key.accountID, identity: key.identity, deviceID: key.deviceID), on: instance, call: call,
+                event: ring.content.liveEvent, calleeBusy: ring.calleeBusy, payload: ring.content.livePayload, sealed: sealed, within: liveFallback)
+        }
+        guard
+            let eventID = hub.ring(
+                ring.content.liveEvent, call: call, to: key, calleeBusy: ring.calleeBusy, provider: call.source == .native ? nil : call.source,
+                rawPayload: ring.content.livePayload, sealed: sealed)
+        else { return false }
+        return await hub.awaitAck(eventID, within: liveFallback)
     }
 
     /// Sends pushes that are not part of a ring (missed-call notices), each as a counted task

@@ -22,6 +22,8 @@ struct Ringer: Sendable {
 
     let store: any DataStore
     let hub: LiveHub
+    /// Where devices connected to other instances are.
+    let cluster: ClusterSync
     let executor: RingExecutor
     let clock: any WallClock
     let metrics: ServerMetrics
@@ -91,13 +93,16 @@ struct Ringer: Sendable {
         var logger = self.logger
         logger[metadataKey: "account.id"] = .string(call.accountID)
         logger[metadataKey: "call.id"] = .string(call.id)
-        var plans: [(callee: Callee, plan: RingPlan)] = []
+        var plans: [(callee: Callee, plan: RingPlan, remote: [String: String])] = []
         var unreachable: Set<String> = []
         for callee in callees {
-            let live = hub.connectedDevices(accountID: call.accountID, identity: callee.identity)
+            let local = hub.connectedDevices(accountID: call.accountID, identity: callee.identity)
+            // Devices connected to other instances ring live too, through them.
+            let remote = await cluster.remoteDevices(accountID: call.accountID, identity: callee.identity).filter { !local.contains($0.key) }
+            let live = remote.isEmpty ? local : local + remote.keys.sorted()
             let bindings = try await store.activeBindings(accountID: call.accountID, identity: callee.identity)
             let plan = RingPlan.make(call: call, liveDevices: live, bindings: bindings, content: callee.content.coverage, now: clock.now)
-            if plan.isEmpty { unreachable.insert(callee.identity) } else { plans.append((callee, plan)) }
+            if plan.isEmpty { unreachable.insert(callee.identity) } else { plans.append((callee, plan, remote)) }
         }
         guard !plans.isEmpty else {
             var call = call
@@ -118,20 +123,20 @@ struct Ringer: Sendable {
                 "ring.live": .stringConvertible(plans.reduce(0) { $0 + $1.plan.live.count }),
             ])
         let deliveries: [Delivery]
-        if plans.count == 1, let (callee, plan) = plans.first {
+        if plans.count == 1, let (callee, plan, remote) = plans.first {
             deliveries = await executor.execute(
-                plan, call: call, callee: callee.identity, content: callee.content, calleeBusy: callee.busy, logger: logger,
+                plan, call: call, callee: callee.identity, content: callee.content, calleeBusy: callee.busy, remote: remote, logger: logger,
                 waitAtMost: waitAtMost ?? .zero)
         } else {
             let executor = self.executor
             let logger = logger
             let planned = plans
             deliveries = await withTaskGroup(of: (Int, [Delivery]).self) { group in
-                for (index, (callee, plan)) in planned.enumerated() {
+                for (index, (callee, plan, remote)) in planned.enumerated() {
                     group.addTask {
                         let answered = await executor.execute(
-                            plan, call: call, callee: callee.identity, content: callee.content, calleeBusy: callee.busy, logger: logger,
-                            waitAtMost: waitAtMost ?? .zero)
+                            plan, call: call, callee: callee.identity, content: callee.content, calleeBusy: callee.busy, remote: remote,
+                            logger: logger, waitAtMost: waitAtMost ?? .zero)
                         return (index, answered)
                     }
                 }
