@@ -166,6 +166,8 @@ public enum ClusterDelivery: Sendable, Hashable {
 /// have missed notices is told so (``ClusterDelivery/resynchronize``). An instance never hears
 /// its own notices: it applies them itself.
 public protocol ClusterBus: Sendable {
+    /// Whether other instances may be listening: when not, nothing needs to be published.
+    var hasPeers: Bool { get }
     /// Sends `notice` to the other instances.
     func publish(_ notice: ClusterNotice) async throws
     /// Hands the other instances' notices to `receive`, in the order they were published, until
@@ -215,6 +217,7 @@ public struct SingleInstanceBus: Cluster {
     public init() {}
 
     public var instanceID: String { "single" }
+    public var hasPeers: Bool { false }
     public func connected(_ device: LiveDeviceAddress, connection: UInt64) async throws {}
     public func disconnected(_ device: LiveDeviceAddress, connection: UInt64) async throws {}
     public func remoteDevices(accountID: String, identity: String) async throws -> [String: String] { [:] }

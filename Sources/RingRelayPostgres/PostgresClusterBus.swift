@@ -19,6 +19,7 @@ public struct PostgresClusterBus: Cluster {
     private let logger: Logger
     /// This instance, as its notices and the directory name it.
     public let instanceID = UUID().uuidString
+    public var hasPeers: Bool { true }
     /// How long an instance may stay silent before its devices count as gone.
     static let staleAfterMilliseconds = 10_000
     /// How long a silent instance's records are kept before they are removed.

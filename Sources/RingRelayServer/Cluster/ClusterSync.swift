@@ -36,13 +36,14 @@ struct ClusterSync: Service {
     /// thrown: the change is made, and the others' caches expire on their own.
     func announce(_ notice: ClusterNotice) async {
         apply(notice)
-        await tellOthers(notice)
+        if bus.hasPeers { await tellOthers(notice) }
     }
 
     /// Sends a call's events to this instance's devices, and through the bus to the devices
     /// connected to the others.
     func publish(_ events: [PlannedEvent], call: Call) async {
         hub.publish(events, call: call)
+        guard bus.hasPeers else { return }
         for chunk in Self.chunks(events) {
             await tellOthers(.callEvents(accountID: call.accountID, callID: call.id, events: chunk))
         }
@@ -50,6 +51,7 @@ struct ClusterSync: Service {
 
     /// The identity's devices connected to other instances (device id → instance).
     func remoteDevices(accountID: String, identity: String) async -> [String: String] {
+        guard bus.hasPeers else { return [:] }
         do {
             return try await bus.remoteDevices(accountID: accountID, identity: identity)
         } catch {
