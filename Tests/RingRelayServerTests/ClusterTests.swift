@@ -1,8 +1,11 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
 import NIOHTTP1
 import NIOWebSocket
 import RingRelayCore
 import RingRelayPostgres
+import RingRelayServer
 import RingRelayTesting
 import RingRelayWire
 import Synchronization
@@ -20,6 +23,55 @@ import Testing
         var all: [ClusterDelivery] { deliveries.withLock { $0 } }
         var resynchronizations: Int { all.filter { $0 == .resynchronize }.count }
         var notices: [ClusterNotice] { all.compactMap { if case .notice(let notice) = $0 { notice } else { nil } } }
+    }
+
+    /// `ringrelay serve` processes sharing one new database, an account made through the first.
+    struct Instances: Sendable {
+        static let adminToken = "cluster-test-admin-token-0123456789"
+        let cluster: PostgresTestCluster
+        let database: String
+        /// Each instance's base URL.
+        let bases: [String]
+        let account: CreatedAccount
+
+        func port(_ index: Int) throws -> Int { try #require(URL(string: bases[index])?.port) }
+
+        /// A device access token minted through the first instance (any would do).
+        func token(_ identity: String, _ deviceID: String) async throws -> String {
+            let (_, data) = try await ProcessTests.request(
+                .POST, bases[0] + "/v1/access-tokens", token: account.apiKey, body: #"{"identity":"\#(identity)","deviceId":"\#(deviceID)"}"#)
+            return try JSONDecoder.ringRelay.decode(AccessTokenResponse.self, from: data).token
+        }
+
+        /// The first column of `sql`'s first row in the instances' database.
+        func count(_ sql: String) async -> Int? { try? await cluster.query(sql, database: database) }
+
+        /// Starts `count` instances, runs `body`, and stops them (each must exit cleanly).
+        static func with(_ count: Int, arguments: [String] = [], _ body: (Instances) async throws -> Void) async throws {
+            let cluster = try await PostgresTestCluster.shared.value
+            let database = try await cluster.createDatabase()
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            var servers: [ServerProcess] = []
+            var bases: [String] = []
+            for index in 0..<count {
+                let server = try ServerProcess(
+                    ["serve", "--port", "0", "--data-dir", "instance\(index)", "--admin-token", adminToken, "--rate-limit", "0"] + arguments,
+                    directory: directory.path, environment: ["RINGRELAY_DATABASE_URL": cluster.url(database: database)])
+                servers.append(server)
+                bases.append(try await server.waitUntilListening())
+            }
+            let (_, accountData) = try await ProcessTests.request(.POST, bases[0] + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
+            let account = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData)
+            try await body(Instances(cluster: cluster, database: database, bases: bases, account: account))
+            for server in servers {
+                server.signal(SIGTERM)
+                #expect(try await server.waitForExit() == 0)
+                #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
+            }
+            // A stopped instance leaves the directory at once.
+            #expect(try await cluster.query("SELECT COUNT(*)::bigint FROM cluster_instances", database: database) == 0)
+        }
     }
 
     @Test func noticesReachTheOtherInstancesAndAGapIsResynchronized() async throws {
@@ -64,46 +116,24 @@ import Testing
     /// A binding removed or an account deleted through instance A ends the live connections its
     /// devices hold on instance B (4004, 4003), as it would on A.
     @Test func aChangeMadeThroughOneInstanceEndsTheLiveConnectionsOnAnother() async throws {
-        let cluster = try await PostgresTestCluster.shared.value
-        let url = cluster.url(database: try await cluster.createDatabase())
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let adminToken = "cluster-test-admin-token-0123456789"
-        func serve(_ dataDir: String) throws -> ServerProcess {
-            try ServerProcess(
-                ["serve", "--port", "0", "--data-dir", dataDir, "--admin-token", adminToken, "--rate-limit", "0"], directory: directory.path,
-                environment: ["RINGRELAY_DATABASE_URL": url])
-        }
-        let a = try serve("a")
-        let b = try serve("b")
-        let (baseA, baseB) = (try await a.waitUntilListening(), try await b.waitUntilListening())
-        let portB = try #require(URL(string: baseB)?.port)
+        try await Instances.with(2) { instances in
+            let (a, account) = (instances.bases[0], instances.account)
+            func device(_ identity: String, _ deviceID: String) async throws -> (binding: BindingResource, live: LiveDevice) {
+                let body = #"{"identity":"\#(identity)","type":"fcm","token":"\#(identity)-token-\#(deviceID)","deviceId":"\#(deviceID)"}"#
+                let (status, data) = try await ProcessTests.request(.POST, a + "/v1/bindings", token: account.apiKey, body: body)
+                #expect(status == 201)
+                // Connected to the other instance.
+                let live = try await LiveDevice.connect(port: try instances.port(1), token: try await instances.token(identity, deviceID))
+                return (try JSONDecoder.ringRelay.decode(BindingResource.self, from: data), live)
+            }
+            let bob = try await device("bob", "b1")
+            let carol = try await device("carol", "c1")
 
-        let (_, accountData) = try await ProcessTests.request(.POST, baseA + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
-        let account = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData)
-        func device(_ identity: String, _ deviceID: String) async throws -> (binding: BindingResource, live: LiveDevice) {
-            let body = #"{"identity":"\#(identity)","type":"fcm","token":"\#(identity)-token-\#(deviceID)","deviceId":"\#(deviceID)"}"#
-            let (status, data) = try await ProcessTests.request(.POST, baseA + "/v1/bindings", token: account.apiKey, body: body)
-            #expect(status == 201)
-            let (_, tokenData) = try await ProcessTests.request(
-                .POST, baseA + "/v1/access-tokens", token: account.apiKey, body: #"{"identity":"\#(identity)","deviceId":"\#(deviceID)"}"#)
-            let token = try JSONDecoder.ringRelay.decode(AccessTokenResponse.self, from: tokenData).token
-            // Connected to the other instance.
-            return (try JSONDecoder.ringRelay.decode(BindingResource.self, from: data), try await LiveDevice.connect(port: portB, token: token))
-        }
-        let bob = try await device("bob", "b1")
-        let carol = try await device("carol", "c1")
+            #expect(try await ProcessTests.request(.DELETE, a + "/v1/bindings/\(bob.binding.id)", token: account.apiKey).0 == 204)
+            #expect(try await bob.live.closeCode(timeout: .seconds(30)) == .unknown(LiveCloseCode.deviceUnbound.rawValue))
 
-        #expect(try await ProcessTests.request(.DELETE, baseA + "/v1/bindings/\(bob.binding.id)", token: account.apiKey).0 == 204)
-        #expect(try await bob.live.closeCode(timeout: .seconds(30)) == .unknown(LiveCloseCode.deviceUnbound.rawValue))
-
-        #expect(try await ProcessTests.request(.DELETE, baseA + "/v1/accounts/\(account.id)", token: adminToken).0 == 204)
-        #expect(try await carol.live.closeCode(timeout: .seconds(30)) == .unknown(LiveCloseCode.accountDeleted.rawValue))
-
-        for server in [a, b] {
-            server.signal(SIGTERM)
-            #expect(try await server.waitForExit() == 0)
-            #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
+            #expect(try await ProcessTests.request(.DELETE, a + "/v1/accounts/\(account.id)", token: Instances.adminToken).0 == 204)
+            #expect(try await carol.live.closeCode(timeout: .seconds(30)) == .unknown(LiveCloseCode.accountDeleted.rawValue))
         }
     }
 
@@ -128,79 +158,117 @@ import Testing
     /// to A; the phone's accept on B reaches the caller on A and ends the tablet's ring on C; the
     /// caller's hang-up reaches the phone. Every device hears one ending.
     @Test func aCallRingsDevicesOnEveryInstanceAndEachHearsItsEnding() async throws {
-        let cluster = try await PostgresTestCluster.shared.value
-        let database = try await cluster.createDatabase()
-        let url = cluster.url(database: database)
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let adminToken = "cluster-test-admin-token-0123456789"
-        var servers: [ServerProcess] = []
-        var listening: [String] = []
-        for name in ["a", "b", "c"] {
-            let server = try ServerProcess(
-                ["serve", "--port", "0", "--data-dir", name, "--admin-token", adminToken, "--rate-limit", "0", "--live-fallback", "20s"],
-                directory: directory.path, environment: ["RINGRELAY_DATABASE_URL": url])
-            servers.append(server)
-            listening.append(try await server.waitUntilListening())
-        }
-        let bases = listening
-        let (_, accountData) = try await ProcessTests.request(.POST, bases[0] + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
-        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
-        func token(_ identity: String, _ deviceID: String) async throws -> String {
-            let (_, data) = try await ProcessTests.request(
-                .POST, bases[0] + "/v1/access-tokens", token: key, body: #"{"identity":"\#(identity)","deviceId":"\#(deviceID)"}"#)
-            return try JSONDecoder.ringRelay.decode(AccessTokenResponse.self, from: data).token
-        }
-        let aliceToken = try await token("alice", "a1")
-        let alice = try await LiveDevice.connect(port: try #require(URL(string: bases[0])?.port), token: aliceToken)
-        let phone = try await LiveDevice.connect(port: try #require(URL(string: bases[1])?.port), token: try await token("bob", "b1"))
-        let tablet = try await LiveDevice.connect(port: try #require(URL(string: bases[2])?.port), token: try await token("bob", "b2"))
-        // The instances have said where their devices are, and that they are alive.
-        let registered = await eventually {
-            let devices = try? await cluster.query("SELECT COUNT(*)::bigint FROM live_devices", database: database)
-            let instances = try? await cluster.query("SELECT COUNT(*)::bigint FROM cluster_instances", database: database)
-            return devices == 3 && instances == 3
-        }
-        #expect(registered)
+        try await Instances.with(3, arguments: ["--live-fallback", "20s"]) { instances in
+            let (bases, key) = (instances.bases, instances.account.apiKey)
+            let aliceToken = try await instances.token("alice", "a1")
+            let alice = try await LiveDevice.connect(port: try instances.port(0), token: aliceToken)
+            let phone = try await LiveDevice.connect(port: try instances.port(1), token: try await instances.token("bob", "b1"))
+            let tablet = try await LiveDevice.connect(port: try instances.port(2), token: try await instances.token("bob", "b2"))
+            // The instances have said where their devices are, and that they are alive.
+            let registered = await eventually {
+                let devices = await instances.count("SELECT COUNT(*)::bigint FROM live_devices")
+                let alive = await instances.count("SELECT COUNT(*)::bigint FROM cluster_instances")
+                return devices == 3 && alive == 3
+            }
+            #expect(registered)
 
-        let (status, callData) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: aliceToken, body: #"{"to":"bob"}"#)
-        #expect(status == 201, "\(String(decoding: callData, as: UTF8.self))")
-        let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: callData)
-        #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .incoming)
-        #expect(try await tablet.nextEvent(timeout: .seconds(30)).type == .incoming)
-        // Both acknowledgements came back to A: both live deliveries are delivered, nothing pushed.
-        let relayed = await eventually {
-            guard let (_, data) = try? await ProcessTests.request(.GET, bases[0] + "/v1/calls/\(call.id)", token: key),
-                let record = try? JSONDecoder.ringRelay.decode(CallResource.self, from: data)
-            else { return false }
-            let deliveries = record.deliveries ?? []
-            return deliveries.count == 2 && deliveries.allSatisfy { $0.channel == "websocket" && $0.outcome == "delivered" }
-        }
-        #expect(relayed)
+            let (status, callData) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: aliceToken, body: #"{"to":"bob"}"#)
+            #expect(status == 201, "\(String(decoding: callData, as: UTF8.self))")
+            let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: callData)
+            #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .incoming)
+            #expect(try await tablet.nextEvent(timeout: .seconds(30)).type == .incoming)
+            // Both acknowledgements came back to A: both live deliveries are delivered, nothing pushed.
+            let relayed = await eventually {
+                guard let (_, data) = try? await ProcessTests.request(.GET, bases[0] + "/v1/calls/\(call.id)", token: key),
+                    let record = try? JSONDecoder.ringRelay.decode(CallResource.self, from: data)
+                else { return false }
+                let deliveries = record.deliveries ?? []
+                return deliveries.count == 2 && deliveries.allSatisfy { $0.channel == "websocket" && $0.outcome == "delivered" }
+            }
+            #expect(relayed)
 
-        try await phone.send(.accept(callId: call.id))
-        let accepted = try await alice.nextEvent(timeout: .seconds(30))
-        #expect(accepted.type == .accepted)
-        #expect(accepted.call.answeredBy == "b1")
-        #expect(try await tablet.nextEvent(timeout: .seconds(30)).type == .answeredElsewhere)
-        #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .accepted)
+            try await phone.send(.accept(callId: call.id))
+            let accepted = try await alice.nextEvent(timeout: .seconds(30))
+            #expect(accepted.type == .accepted)
+            #expect(accepted.call.answeredBy == "b1")
+            #expect(try await tablet.nextEvent(timeout: .seconds(30)).type == .answeredElsewhere)
+            #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .accepted)
 
-        try await alice.send(.end(callId: call.id))
-        #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .ended)
-        #expect(try await alice.nextEvent(timeout: .seconds(30)).type == .ended)
-        try await Task.sleep(for: .milliseconds(500))
-        for device in [alice, phone, tablet] {
-            let events = device.events.filter { $0.callId == call.id }
-            #expect(events.filter { TerminalEventTests.terminal.contains($0.type) }.count == 1, "\(events.map(\.type))")
-            await device.close()
+            try await alice.send(.end(callId: call.id))
+            #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .ended)
+            #expect(try await alice.nextEvent(timeout: .seconds(30)).type == .ended)
+            try await Task.sleep(for: .milliseconds(500))
+            for device in [alice, phone, tablet] {
+                let events = device.events.filter { $0.callId == call.id }
+                #expect(events.filter { TerminalEventTests.terminal.contains($0.type) }.count == 1, "\(events.map(\.type))")
+                await device.close()
+            }
+            // Gone devices leave the directory.
+            let unregistered = await eventually { await instances.count("SELECT COUNT(*)::bigint FROM live_devices") == 0 }
+            #expect(unregistered)
         }
-        // Gone devices leave the directory; stopped instances leave it too.
-        let unregistered = await eventually { (try? await cluster.query("SELECT COUNT(*)::bigint FROM live_devices", database: database)) == 0 }
-        #expect(unregistered)
-        for server in servers {
-            server.signal(SIGTERM)
-            #expect(try await server.waitForExit() == 0)
+    }
+
+    /// Fifty devices accept one call at once through three instances: one conditional update in
+    /// the shared database, so exactly one wins and every other gets 409.
+    @Test func fiftyAcceptsSpreadOverThreeInstancesHaveOneWinner() async throws {
+        try await Instances.with(3) { instances in
+            let key = instances.account.apiKey
+            let binding = #"{"identity":"bob","type":"fcm","token":"\#(FCMTestPushTests.fcmToken(9))"}"#
+            #expect(try await ProcessTests.request(.POST, instances.bases[0] + "/v1/bindings", token: key, body: binding).0 == 201)
+            var tokens: [String] = []
+            for index in 0..<50 { tokens.append(try await instances.token("bob", "b\(index)")) }
+            let (_, callData) = try await ProcessTests.request(.POST, instances.bases[0] + "/v1/calls", token: key, body: #"{"from":"alice","to":"bob"}"#)
+            let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: callData)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for (index, token) in tokens.enumerated() {
+                    let base = instances.bases[index % 3]
+                    group.addTask { try await ProcessTests.request(.POST, base + "/v1/calls/\(call.id)/accept", token: token).0 }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 200 }.count == 1)
+            #expect(statuses.filter { $0 == 409 }.count == 49)
         }
-        #expect(try await cluster.query("SELECT COUNT(*)::bigint FROM cluster_instances", database: database) == 0)
+    }
+
+    /// Twilio retries a webhook that got no timely answer, and the retry may reach another instance
+    /// behind the balancer: the same notification delivered to A and to B at once rings once.
+    @Test func theSameWebhookToTwoInstancesRingsOnce() async throws {
+        try await Instances.with(2) { instances in
+            let (bases, account) = (instances.bases, instances.account)
+            let authToken = "twilio-auth-token-secret"
+            let credential = #"{"accountSid":"AC0123456789abcdef0123456789abcdef","authToken":"\#(authToken)"}"#
+            #expect(try await ProcessTests.request(.PUT, bases[0] + "/v1/credentials/twilio", token: account.apiKey, body: credential).0 == 200)
+            let binding = #"{"identity":"bob","type":"fcm","token":"\#(FCMTestPushTests.fcmToken(7))","deviceId":"b1"}"#
+            #expect(try await ProcessTests.request(.POST, bases[1] + "/v1/bindings", token: account.apiKey, body: binding).0 == 201)
+
+            let body = Array(
+                #"{"twi_account_sid":"AC0123456789abcdef0123456789abcdef","twi_bridge_token":"t","twi_call_sid":"CA1","twi_from":"client:alice","#
+                    .utf8) + Array(#""twi_message_id":"WB0123456789abcdef0123456789abcdef","twi_message_type":"twilio.voice.call","twi_to":"client:bob"}"#.utf8)
+            let answers = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+                for base in bases {
+                    group.addTask {
+                        // Each instance checks the signature against the URL it was called at.
+                        let signed = TwilioSignature.signingJSON(body, url: base + "/v1/webhooks/twilio/\(account.id)", authToken: authToken)
+                        var request = HTTPClientRequest(url: signed.url)
+                        request.method = .POST
+                        request.headers.add(name: "Content-Type", value: "application/json")
+                        request.headers.add(name: "X-Twilio-Signature", value: signed.signature)
+                        request.body = .bytes(ByteBuffer(bytes: body))
+                        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+                        return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 20)))
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.map(\.0) == [200, 200], "\(answers)")
+            let callIDs = try answers.map { try JSONDecoder.ringRelay.decode(WebhookRingResponse.self, from: Data($0.1.utf8)).callId }
+            #expect(Set(callIDs).count == 1)
+            let (_, listData) = try await ProcessTests.request(.GET, bases[0] + "/v1/calls", token: account.apiKey)
+            #expect(try JSONDecoder.ringRelay.decode(CallList.self, from: listData).data.count == 1)
+            let (_, callData) = try await ProcessTests.request(.GET, bases[1] + "/v1/calls/\(callIDs[0])", token: account.apiKey)
+            #expect(try JSONDecoder.ringRelay.decode(CallResource.self, from: callData).deliveries?.count == 1, "one push for one binding")
+        }
     }
 }
