@@ -32,6 +32,7 @@ import Testing
         let database: String
         /// Each instance's base URL.
         let bases: [String]
+        let servers: [ServerProcess]
         let account: CreatedAccount
 
         func port(_ index: Int) throws -> Int { try #require(URL(string: bases[index])?.port) }
@@ -63,14 +64,16 @@ import Testing
             }
             let (_, accountData) = try await ProcessTests.request(.POST, bases[0] + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
             let account = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData)
-            try await body(Instances(cluster: cluster, database: database, bases: bases, account: account))
-            for server in servers {
+            try await body(Instances(cluster: cluster, database: database, bases: bases, servers: servers, account: account))
+            let killed = servers.filter { !$0.isRunning }.count
+            for server in servers where server.isRunning {
                 server.signal(SIGTERM)
                 #expect(try await server.waitForExit() == 0)
                 #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
             }
-            // A stopped instance leaves the directory at once.
-            #expect(try await cluster.query("SELECT COUNT(*)::bigint FROM cluster_instances", database: database) == 0)
+            // A stopped instance leaves the directory at once (a killed one stays until it is found silent).
+            let left = try await cluster.query("SELECT COUNT(*)::bigint FROM cluster_instances", database: database)
+            #expect(left == killed)
         }
     }
 
@@ -269,6 +272,42 @@ import Testing
             #expect(try JSONDecoder.ringRelay.decode(CallList.self, from: listData).data.count == 1)
             let (_, callData) = try await ProcessTests.request(.GET, bases[1] + "/v1/calls/\(callIDs[0])", token: account.apiKey)
             #expect(try JSONDecoder.ringRelay.decode(CallResource.self, from: callData).deliveries?.count == 1, "one push for one binding")
+        }
+    }
+
+    /// An instance killed mid-ring loses nothing of the call: another instance's sweep ends it on
+    /// time, and the directory stops counting the dead instance's devices once it is silent (a
+    /// call placed then pushes to them instead of ringing them through it).
+    @Test func anInstanceKilledMidRingLeavesTheCallToTheOthers() async throws {
+        try await Instances.with(2) { instances in
+            let key = instances.account.apiKey
+            let phone = try await LiveDevice.connect(port: try instances.port(1), token: try await instances.token("bob", "b1"))
+            let registered = await eventually { await instances.count("SELECT COUNT(*)::bigint FROM live_devices") == 1 }
+            #expect(registered)
+            let (status, callData) = try await ProcessTests.request(
+                .POST, instances.bases[0] + "/v1/calls", token: key, body: #"{"from":"alice","to":"bob","ringTimeoutSeconds":5}"#)
+            #expect(status == 201, "\(String(decoding: callData, as: UTF8.self))")
+            let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: callData)
+            #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .incoming)
+
+            instances.servers[1].signal(SIGKILL)
+            _ = try await instances.servers[1].waitForExit()
+            let missed = await eventually(timeout: .seconds(60)) {
+                guard let (_, data) = try? await ProcessTests.request(.GET, instances.bases[0] + "/v1/calls/\(call.id)", token: key) else {
+                    return false
+                }
+                return (try? JSONDecoder.ringRelay.decode(CallResource.self, from: data))?.state == "missed"
+            }
+            #expect(missed, "the surviving instance's sweep ends the ring")
+
+            // Once the dead instance is silent, its device is nobody's: a new call finds nothing to ring.
+            let forgotten = await eventually(timeout: .seconds(60)) {
+                guard let (status, _) = try? await ProcessTests.request(.POST, instances.bases[0] + "/v1/calls", token: key, body: #"{"from":"alice","to":"bob"}"#)
+                else { return false }
+                return status == 404
+            }
+            #expect(forgotten)
+            await phone.close()
         }
     }
 }

@@ -77,7 +77,6 @@ final class ServerProcess: Sendable {
         throw ProcessError.notListening(stdout: stdout, stderr: stderr)
     }
 
-    /// Sends a signal.
     /// The process's resident memory, in bytes (from `/proc`).
     var residentBytes: Int {
         let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
@@ -85,9 +84,13 @@ final class ServerProcess: Sendable {
         return (line?.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0) * 1024
     }
 
+    /// Sends a signal.
     func signal(_ signal: Int32) {
         kill(process.processIdentifier, signal)
     }
+
+    /// Whether the process has not exited yet.
+    var isRunning: Bool { process.isRunning }
 
     /// Waits for the process to exit and returns its status.
     func waitForExit(timeout: Duration = .seconds(90)) async throws -> Int32 {
