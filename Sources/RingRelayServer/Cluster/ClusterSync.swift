@@ -236,31 +236,23 @@ struct ClusterSync: Service {
 }
 
 /// Rings relayed to other instances, each waiting for its acknowledgement or its window's end.
+///
+/// A wait is registered before its ring is sent, so an acknowledgement can never come before it;
+/// one that comes after the window finds nothing and is dropped.
 private final class RemoteRingWaits: Sendable {
-    private enum Wait {
-        case waiting(CheckedContinuation<Bool, Never>)
-        case acknowledged
-    }
+    private let waits = Mutex<[String: EventLoopPromise<Bool>]>([:])
 
-    private let waits = Mutex<[String: Wait]>([:])
-
-    /// Runs `send`, then waits until ``resolve(_:)`` is called for `ringID` or `window` passes.
+    /// Registers the wait, runs `send`, and waits until ``resolve(_:)`` is called for `ringID` or
+    /// `window` passes.
     func wait(for ringID: String, within window: Duration, send: () async -> Void) async -> Bool {
-        await send()
+        let loop = MultiThreadedEventLoopGroup.singleton.any()
+        let promise = loop.makePromise(of: Bool.self)
+        waits.withLock { $0[ringID] = promise }
         // An event-loop timer, as for local rings: no task and no dispatch timer per ring.
-        let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: TimeAmount(window)) { self.finish(ringID, acknowledged: false) }
+        let timer = loop.scheduleTask(in: TimeAmount(window)) { self.finish(ringID, acknowledged: false) }
         defer { timer.cancel() }
-        return await withCheckedContinuation { continuation in
-            let early = waits.withLock { waits -> Bool in
-                if case .acknowledged = waits[ringID] {
-                    waits[ringID] = nil
-                    return true
-                }
-                waits[ringID] = .waiting(continuation)
-                return false
-            }
-            if early { continuation.resume(returning: true) }
-        }
+        await send()
+        return (try? await promise.futureResult.get()) ?? false
     }
 
     /// The device acknowledged `ringID`.
@@ -269,17 +261,6 @@ private final class RemoteRingWaits: Sendable {
     }
 
     private func finish(_ ringID: String, acknowledged: Bool) {
-        let continuation = waits.withLock { waits -> CheckedContinuation<Bool, Never>? in
-            switch waits[ringID] {
-            case .waiting(let continuation):
-                waits[ringID] = nil
-                return continuation
-            case .acknowledged, nil:
-                // An acknowledgement before the wait began is kept for it; a timeout without a wait is nothing.
-                if acknowledged { waits[ringID] = .acknowledged }
-                return nil
-            }
-        }
-        continuation?.resume(returning: acknowledged)
+        waits.withLock { $0.removeValue(forKey: ringID) }?.succeed(acknowledged)
     }
 }
