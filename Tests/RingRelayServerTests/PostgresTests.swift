@@ -8,6 +8,7 @@ import RingRelayPostgres
 import RingRelayServer
 import RingRelayTesting
 import RingRelayWire
+import Synchronization
 import Testing
 
 /// What only the PostgreSQL store does: its URL, migrations shared by instances, and what it
@@ -245,5 +246,72 @@ extension PostgresStoreTests {
         server.signal(SIGTERM)
         #expect(try await server.waitForExit() == 0)
         #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
+    }
+
+    /// PostgreSQL restarted while clients keep writing: every answer is a success or a 503 (never
+    /// a 500 or a dropped connection), and every binding whose creation was acknowledged (201) is
+    /// there afterwards.
+    @Test func aDatabaseRestartUnderLoadLosesNothingAcknowledged() async throws {
+        let cluster = try await PostgresTestCluster.start()
+        let url = cluster.url(database: try await cluster.createDatabase())
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try serve(url, in: directory, dataDir: "data")
+        let base = try await server.waitUntilListening()
+        let (_, accountData) = try await ProcessTests.request(.POST, base + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
+        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+
+        /// What the writers saw.
+        final class Tally: Sendable {
+            private let state = Mutex((acknowledged: Set<String>(), statuses: [Int: Int](), writing: true))
+            var writing: Bool { state.withLock { $0.writing } }
+            func stop() { state.withLock { $0.writing = false } }
+            func record(_ status: Int, token: String) {
+                state.withLock { state in
+                    state.statuses[status, default: 0] += 1
+                    if status == 201 { state.acknowledged.insert(token) }
+                }
+            }
+            func answered(_ status: Int) -> Int { state.withLock { $0.statuses[status] ?? 0 } }
+            var statuses: [Int: Int] { state.withLock { $0.statuses } }
+            var acknowledged: Set<String> { state.withLock { $0.acknowledged } }
+        }
+        let tally = Tally()
+        let writers = (0..<4).map { writer in
+            Task {
+                var sequence = 0
+                while tally.writing {
+                    sequence += 1
+                    let token = "restart-\(writer)-\(sequence)"
+                    let body = #"{"identity":"bob","type":"fcm","token":"\#(token)"}"#
+                    tally.record((try? await ProcessTests.request(.POST, base + "/v1/bindings", token: key, body: body).0) ?? -1, token: token)
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+        }
+        _ = await eventually { tally.answered(201) >= 20 }
+        try await cluster.stopServer()
+        _ = await eventually { tally.answered(503) >= 20 }
+        try await cluster.startServer()
+        let before = tally.answered(201)
+        #expect(await eventually(timeout: .seconds(60)) { tally.answered(201) >= before + 20 }, "service resumed")
+        tally.stop()
+        for writer in writers { await writer.value }
+
+        let seen = tally.statuses
+        #expect(Set(seen.keys).isSubset(of: [201, 503]), "only successes and 503s: \(seen)")
+        var stored: Set<String> = []
+        var cursor: String?
+        repeat {
+            let path = "/v1/bindings?limit=100" + (cursor.map { "&cursor=\($0)" } ?? "")
+            let (_, data) = try await ProcessTests.request(.GET, base + path, token: key)
+            let page = try JSONDecoder.ringRelay.decode(BindingList.self, from: data)
+            stored.formUnion(page.data.map(\.token))
+            cursor = page.nextCursor
+        } while cursor != nil
+        let lost = tally.acknowledged.subtracting(stored)
+        #expect(lost.isEmpty, "acknowledged but gone: \(lost.sorted().prefix(5))")
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
     }
 }
