@@ -208,15 +208,7 @@ extension PostgresStoreTests {
     /// PostgreSQL stopped under a running server: the API answers 503 (never 500), /readyz
     /// fails, and once PostgreSQL is back the same process serves again.
     @Test func aStoppedDatabaseIs503AndServiceResumesWithIt() async throws {
-        // A cluster of its own: the shared one stays up for the other tests.
-        let cluster = try await PostgresTestCluster.start()
-        let url = cluster.url(database: try await cluster.createDatabase())
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let server = try serve(url, in: directory, dataDir: "data")
-        let base = try await server.waitUntilListening()
-        let (_, accountData) = try await ProcessTests.request(.POST, base + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
-        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+        try await withClusterOfItsOwn { cluster, base, key in
         #expect(try await ProcessTests.request(.GET, base + "/readyz", token: adminToken).0 == 200)
 
         try await cluster.stopServer()
@@ -243,40 +235,16 @@ extension PostgresStoreTests {
         #expect(try await ProcessTests.request(.GET, base + "/v1/accounts", token: adminToken).0 == 200)
         #expect(try await ProcessTests.request(.POST, base + "/v1/bindings", token: key, body: requests[2].body).0 == 201)
         #expect(try await ProcessTests.request(.POST, base + "/v1/calls", token: key, body: requests[3].body).0 == 201)
-        server.signal(SIGTERM)
-        #expect(try await server.waitForExit() == 0)
-        #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
+        }
     }
 
     /// PostgreSQL restarted while clients keep writing: every answer is a success or a 503 (never
     /// a 500 or a dropped connection), and every binding whose creation was acknowledged (201) is
     /// there afterwards.
     @Test func aDatabaseRestartUnderLoadLosesNothingAcknowledged() async throws {
-        let cluster = try await PostgresTestCluster.start()
-        let url = cluster.url(database: try await cluster.createDatabase())
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let server = try serve(url, in: directory, dataDir: "data")
-        let base = try await server.waitUntilListening()
-        let (_, accountData) = try await ProcessTests.request(.POST, base + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
-        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+        try await withClusterOfItsOwn { cluster, base, key in
 
-        /// What the writers saw.
-        final class Tally: Sendable {
-            private let state = Mutex((acknowledged: Set<String>(), statuses: [Int: Int](), writing: true))
-            var writing: Bool { state.withLock { $0.writing } }
-            func stop() { state.withLock { $0.writing = false } }
-            func record(_ status: Int, token: String) {
-                state.withLock { state in
-                    state.statuses[status, default: 0] += 1
-                    if status == 201 { state.acknowledged.insert(token) }
-                }
-            }
-            func answered(_ status: Int) -> Int { state.withLock { $0.statuses[status] ?? 0 } }
-            var statuses: [Int: Int] { state.withLock { $0.statuses } }
-            var acknowledged: Set<String> { state.withLock { $0.acknowledged } }
-        }
-        let tally = Tally()
+        let tally = RestartTally()
         let writers = (0..<4).map { writer in
             Task {
                 var sequence = 0
@@ -294,7 +262,8 @@ extension PostgresStoreTests {
         _ = await eventually { tally.answered(503) >= 20 }
         try await cluster.startServer()
         let before = tally.answered(201)
-        #expect(await eventually(timeout: .seconds(60)) { tally.answered(201) >= before + 20 }, "service resumed")
+        let resumed = await eventually(timeout: .seconds(60)) { tally.answered(201) >= before + 20 }
+        #expect(resumed, "service resumed")
         tally.stop()
         for writer in writers { await writer.value }
 
@@ -311,7 +280,40 @@ extension PostgresStoreTests {
         } while cursor != nil
         let lost = tally.acknowledged.subtracting(stored)
         #expect(lost.isEmpty, "acknowledged but gone: \(lost.sorted().prefix(5))")
+        }
+    }
+
+    /// Runs `body` with a server on a PostgreSQL cluster of its own (which the test may stop and
+    /// start: the shared one stays up for the other tests), its base URL and an account's key;
+    /// then stops the server, which must exit cleanly without the password in its log.
+    private func withClusterOfItsOwn(_ body: (PostgresTestCluster, String, String) async throws -> Void) async throws {
+        let cluster = try await PostgresTestCluster.start()
+        let url = cluster.url(database: try await cluster.createDatabase())
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try serve(url, in: directory, dataDir: "data")
+        let base = try await server.waitUntilListening()
+        let (_, accountData) = try await ProcessTests.request(.POST, base + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
+        let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
+        try await body(cluster, base, key)
         server.signal(SIGTERM)
         #expect(try await server.waitForExit() == 0)
+        #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
     }
+}
+
+/// What the writers of `aDatabaseRestartUnderLoadLosesNothingAcknowledged` saw.
+private final class RestartTally: Sendable {
+    private let state = Mutex((acknowledged: Set<String>(), statuses: [Int: Int](), writing: true))
+    var writing: Bool { state.withLock { $0.writing } }
+    func stop() { state.withLock { $0.writing = false } }
+    func record(_ status: Int, token: String) {
+        state.withLock { state in
+            state.statuses[status, default: 0] += 1
+            if status == 201 { state.acknowledged.insert(token) }
+        }
+    }
+    func answered(_ status: Int) -> Int { state.withLock { $0.statuses[status] ?? 0 } }
+    var statuses: [Int: Int] { state.withLock { $0.statuses } }
+    var acknowledged: Set<String> { state.withLock { $0.acknowledged } }
 }
