@@ -14,9 +14,12 @@ import Glibc
 extension BenchCommand {
     /// `ringrelay bench live-devices` (hidden): one process's share of `bench live`'s devices.
     ///
-    /// Reads `<index> <access token>` lines from --tokens-file and connects each device to --url,
-    /// --connect-concurrency at a time. Every event is acked; every `call.incoming` is timed from its
-    /// `metadata.t` (the caller's wall clock when it sent the call, in nanoseconds) and rejected. Talks
+    /// Reads `<index> <access token>` lines from --tokens-file and connects each device to --url (device
+    /// i to the i mod N-th of N URLs), --connect-concurrency at a time. Every event is acked; every
+    /// `call.incoming` is timed from its `metadata.t` (the caller's wall clock when it sent the call, in
+    /// nanoseconds), counted as same- or cross-instance by its `metadata.i` (the instance the call was
+    /// posted to), and rejected. A device whose connection drops reconnects to the next URL, when there
+    /// are several, passing the last event id it saw. Talks
     /// to the parent over stdio, one JSON object a line: prints a ``LiveDevicesConnected`` once every
     /// device has connected or failed, then on the line `report` from stdin prints a
     /// ``LiveDevicesReport``, closes its connections and exits. Exits at once if stdin closes before that
@@ -25,7 +28,7 @@ extension BenchCommand {
         static let configuration = CommandConfiguration(
             commandName: "live-devices", abstract: "A `bench live` child: holds devices' live connections.", shouldDisplay: false)
 
-        @Option(help: "ws://host:port/v1/connect") var url: String
+        @Option(help: "ws://host:port/v1/connect, or several, comma-separated (one per instance).") var url: String
         @Option(help: "File of '<index> <access token>' lines.") var tokensFile: String
         @Option(help: "Connects in flight at once.") var connectConcurrency = 100
 
@@ -44,7 +47,7 @@ extension BenchCommand {
                 }
                 Foundation.exit(1)  // stdin closed before the report: the parent is gone
             }
-            let url = url
+            let urls = url.split(separator: ",").map(String.init)
             await withDiscardingTaskGroup { group in
                 // Bounded connects: a device counts as in flight until its `ready` frame or its failure.
                 let (settled, settle) = AsyncStream.makeStream(of: Void.self)
@@ -57,7 +60,7 @@ extension BenchCommand {
                         inFlight -= 1
                     }
                     inFlight += 1
-                    group.addTask { await Self.hold(device, url: url, state: state, settle: settle) }
+                    group.addTask { await Self.hold(device, urls: urls, state: state, settle: settle) }
                 }
                 for _ in 0..<inFlight { await settledEvents.next() }
                 say(lineJSON(state.connected(seconds: (ContinuousClock.now - started).timeInterval)))
@@ -73,39 +76,59 @@ extension BenchCommand {
             }
         }
 
-        /// Connects one device and serves its events until the connection ends.
+        /// Connects one device and serves its events until the connection ends; after a drop, while
+        /// the run goes on and there is another instance, connects again to the next one.
         private static func hold(
-            _ device: (index: Int, token: String), url: String, state: DeviceStates, settle: AsyncStream<Void>.Continuation
+            _ device: (index: Int, token: String), urls: [String], state: DeviceStates, settle: AsyncStream<Void>.Continuation
         ) async {
             var logger = Logger(label: "bench-device")
             logger.logLevel = .critical
-            _ = try? await WebSocketClient.connect(url: "\(url)?access_token=\(device.token)", logger: logger) { inbound, outbound, _ in
-                let decoder = JSONDecoder()
-                for try await message in inbound.messages(maxSize: 1 << 20) {
-                    let receivedNs = wallClockNanoseconds()
-                    guard case .text(let text) = message, let frame = try? decoder.decode(BenchFrame.self, from: Data(text.utf8)) else { continue }
-                    if frame.type == "ready" {
-                        state.opened(device.index, outbound)
-                        settle.yield()
-                        continue
+            let session = DeviceSession()
+            var instance = device.index % urls.count
+            for attempt in 0... {
+                let resume = session.lastEventID.map { "&lastEventId=\($0)" } ?? ""
+                let connectedTo = instance
+                _ = try? await WebSocketClient.connect(url: "\(urls[instance])?access_token=\(device.token)\(resume)", logger: logger) { inbound, outbound, _ in
+                    let decoder = JSONDecoder()
+                    for try await message in inbound.messages(maxSize: 1 << 20) {
+                        let receivedNs = wallClockNanoseconds()
+                        guard case .text(let text) = message, let frame = try? decoder.decode(BenchFrame.self, from: Data(text.utf8)) else { continue }
+                        if frame.type == "ready" {
+                            if session.connected() {
+                                state.opened(device.index, outbound)
+                                settle.yield()
+                            } else {
+                                state.reopened(device.index, outbound)
+                            }
+                            continue
+                        }
+                        guard let eventId = frame.eventId, let callId = frame.callId else { continue }
+                        session.lastEventID = eventId
+                        try await outbound.write(.text(#"{"type":"ack","eventId":"\#(eventId)"}"#))
+                        guard frame.type == CallEventType.incoming.rawValue else {
+                            state.received(ringNs: nil)
+                            continue
+                        }
+                        if let sent = frame.call?.metadata?.t {
+                            let cross = frame.call?.metadata?.i.map { $0 != connectedTo } ?? false
+                            state.received(ringNs: receivedNs - Int64(sent), cross: cross)
+                        } else if let sent = frame.sealed.flatMap(BenchSealedBox.sentNanoseconds) {
+                            state.received(ringNs: receivedNs - sent, sealed: true)
+                        } else {
+                            state.received(ringNs: -1)
+                        }
+                        try await outbound.write(.text(#"{"type":"reject","callId":"\#(callId)"}"#))
                     }
-                    guard let eventId = frame.eventId, let callId = frame.callId else { continue }
-                    try await outbound.write(.text(#"{"type":"ack","eventId":"\#(eventId)"}"#))
-                    guard frame.type == CallEventType.incoming.rawValue else {
-                        state.received(ringNs: nil)
-                        continue
-                    }
-                    if let sent = frame.call?.metadata?.t {
-                        state.received(ringNs: receivedNs - Int64(sent))
-                    } else if let sent = frame.sealed.flatMap(BenchSealedBox.sentNanoseconds) {
-                        state.received(ringNs: receivedNs - sent, sealed: true)
-                    } else {
-                        state.received(ringNs: -1)
-                    }
-                    try await outbound.write(.text(#"{"type":"reject","callId":"\#(callId)"}"#))
                 }
+                guard session.hasConnected else {
+                    state.failed(device.index)
+                    settle.yield()
+                    return
+                }
+                guard state.ended(device.index), urls.count > 1, attempt < 20 else { return }
+                instance = (instance + 1) % urls.count
+                try? await Task.sleep(for: .milliseconds(250))
             }
-            if !state.closed(device.index) { settle.yield() }
         }
 
         /// The few members of a server frame a bench device reads; decoding only these keeps the
@@ -113,7 +136,10 @@ extension BenchCommand {
         /// so they go into the reply frames without escaping.
         private struct BenchFrame: Decodable {
             struct Call: Decodable {
-                struct Metadata: Decodable { var t: Double? }
+                struct Metadata: Decodable {
+                    var t: Double?
+                    var i: Int?
+                }
                 var metadata: Metadata?
             }
             var type: String
@@ -123,6 +149,22 @@ extension BenchCommand {
             /// A sealed ring's box: the bench's own (see ``BenchSealedBox``), not an HPKE one.
             var sealed: String?
         }
+    }
+}
+
+/// What one bench device remembers across its connections.
+private final class DeviceSession: Sendable {
+    private let state = Mutex<(connects: Int, lastEventID: String?)>((0, nil))
+
+    /// Notes a connection's `ready`; returns whether it was the device's first.
+    func connected() -> Bool { state.withLock { $0.connects += 1; return $0.connects == 1 } }
+
+    var hasConnected: Bool { state.withLock { $0.connects > 0 } }
+
+    /// The last event id the device saw, passed when it reconnects.
+    var lastEventID: String? {
+        get { state.withLock { $0.lastEventID } }
+        set { state.withLock { $0.lastEventID = newValue } }
     }
 }
 
@@ -136,16 +178,21 @@ struct LiveDevicesConnected: Codable {
 
 /// A `bench live-devices` child's last line: what its devices received.
 struct LiveDevicesReport: Codable {
-    /// Ring-to-receipt of every plain `call.incoming` that carried `metadata.t`, in nanoseconds.
+    /// Ring-to-receipt of every plain `call.incoming` that carried `metadata.t` and was posted to the
+    /// device's instance, in nanoseconds.
     var ringToReceiptNs: [Int64]
+    /// The same, for calls posted to another instance than the device's.
+    var crossRingToReceiptNs: [Int64]
     /// Ring-to-receipt of every sealed `call.incoming` (the time rides in the bench's box).
     var sealedRingToReceiptNs: [Int64]
     /// `call.incoming` events received.
     var incoming: Int
     /// Events of other types (the `call.rejected` that answers each reject).
     var otherEvents: Int
-    /// Connections the server closed before the report.
+    /// Connections the server closed (or lost) before the report.
     var dropped: Int
+    /// Dropped devices that connected again.
+    var reconnected: Int
 }
 
 /// The devices of one `bench live-devices` process.
@@ -154,10 +201,12 @@ final class DeviceStates: Sendable {
         var open: [Int: WebSocketOutboundWriter] = [:]
         var failed: [Int] = []
         var ringNs: [Int64] = []
+        var crossRingNs: [Int64] = []
         var sealedRingNs: [Int64] = []
         var incoming = 0
         var otherEvents = 0
         var dropped = 0
+        var reconnected = 0
         var closing = false
     }
 
@@ -167,26 +216,43 @@ final class DeviceStates: Sendable {
         state.withLock { $0.open[index] = outbound }
     }
 
-    /// Records a connection's end: a failed connect, a drop, or the planned close. Returns whether it had connected.
-    func closed(_ index: Int) -> Bool {
+    /// A dropped device connected again.
+    func reopened(_ index: Int, _ outbound: WebSocketOutboundWriter) {
         state.withLock { state in
-            guard state.open.removeValue(forKey: index) != nil else {
-                state.failed.append(index)
-                return false
-            }
-            if !state.closing { state.dropped += 1 }
-            return true
+            state.open[index] = outbound
+            state.reconnected += 1
+        }
+    }
+
+    /// A device's first connect failed.
+    func failed(_ index: Int) {
+        state.withLock { $0.failed.append(index) }
+    }
+
+    /// Records the end of a device's connection (a drop, unless the run is closing them), or of a
+    /// reconnect that failed.
+    /// - Returns: whether the run goes on (the device may connect again).
+    func ended(_ index: Int) -> Bool {
+        state.withLock { state in
+            if state.open.removeValue(forKey: index) != nil, !state.closing { state.dropped += 1 }
+            return !state.closing
         }
     }
 
     /// Records an event: a ring with its ring-to-receipt (negative without a send time), plain or
-    /// sealed, or another event (`nil`).
-    func received(ringNs: Int64?, sealed: Bool = false) {
+    /// sealed, posted to the device's instance or another (`cross`), or another event (`nil`).
+    func received(ringNs: Int64?, sealed: Bool = false, cross: Bool = false) {
         state.withLock { state in
             guard let ringNs else { return state.otherEvents += 1 }
             state.incoming += 1
             guard ringNs >= 0 else { return }
-            if sealed { state.sealedRingNs.append(ringNs) } else { state.ringNs.append(ringNs) }
+            if sealed {
+                state.sealedRingNs.append(ringNs)
+            } else if cross {
+                state.crossRingNs.append(ringNs)
+            } else {
+                state.ringNs.append(ringNs)
+            }
         }
     }
 
@@ -199,8 +265,8 @@ final class DeviceStates: Sendable {
     func report() -> LiveDevicesReport {
         state.withLock {
             LiveDevicesReport(
-                ringToReceiptNs: $0.ringNs, sealedRingToReceiptNs: $0.sealedRingNs, incoming: $0.incoming, otherEvents: $0.otherEvents,
-                dropped: $0.dropped)
+                ringToReceiptNs: $0.ringNs, crossRingToReceiptNs: $0.crossRingNs, sealedRingToReceiptNs: $0.sealedRingNs, incoming: $0.incoming,
+                otherEvents: $0.otherEvents, dropped: $0.dropped, reconnected: $0.reconnected)
         }
     }
 

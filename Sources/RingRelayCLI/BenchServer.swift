@@ -16,8 +16,9 @@ struct BenchServer {
     /// The child's stdout, kept open so that its writes never fail.
     private let output: Pipe
 
-    /// Starts the server with `arguments` added and waits until it listens.
-    init(dataDirectory: String, arguments: [String] = []) throws {
+    /// Starts the server with `arguments` added, and `environment` added to this process's, and
+    /// waits until it listens.
+    init(dataDirectory: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
         adminToken = "bench-admin-token-0123456789"
         process = Process()
         let serve =
@@ -36,6 +37,9 @@ struct BenchServer {
         } else {
             process.executableURL = Self.executable
             process.arguments = serve
+        }
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
         output = Pipe()
         process.standardOutput = output
@@ -61,10 +65,13 @@ struct BenchServer {
             CreatedAccount.self, from: try await Setup(http: http, base: base).send(.POST, "/v1/accounts", adminToken, #"{"name":"bench"}"#))
     }
 
-    /// Runs `body` with an HTTP client for this server (up to 64 connections) and shuts the client down after.
+    /// Runs `body` with an HTTP client for this server (up to 64 connections a host) and shuts the client down after.
     func withHTTPClient<Result>(_ body: (HTTPClient) async throws -> Result) async throws -> Result {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+        // A server that is gone (a killed instance) fails its requests within a second, as a
+        // balancer would pass them on, instead of queueing them for the default 10 s.
+        configuration.timeout.connect = .seconds(1)
         let http = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
         let result: Result
         do {

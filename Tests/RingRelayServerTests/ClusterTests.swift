@@ -311,4 +311,28 @@ import Testing
             await phone.close()
         }
     }
+
+    /// `bench live --instances 3 --kill-one-after`, tiny: calls posted to every instance ring
+    /// devices on the others, the killed instance's devices reconnect elsewhere, no call is lost on
+    /// the way (a call to the dead instance goes to the next), and every call ends.
+    @Test func benchLiveAcrossThreeInstancesSurvivesAKill() async throws {
+        let cluster = try await PostgresTestCluster.shared.value
+        let database = try await cluster.createDatabase()
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let run = try await ServerProcess.run(
+            ["bench", "live", "--instances", "3", "--devices", "30", "--rate", "20", "--duration", "4", "--settle", "1", "--kill-one-after", "2", "--json"],
+            directory: directory.path, environment: ["RINGRELAY_DATABASE_URL": cluster.url(database: database)])
+        #expect(run.status == 0, "\(run.stderr.suffix(3000))")
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], "\(run.stdout)")
+        #expect(result["instances"] as? Int == 3)
+        #expect(result["callsNotCreated"] as? Int == 0, "\(run.stdout)")
+        #expect(result["callsNotFinal"] as? Int == 0, "\(run.stdout)")
+        #expect((result["crossRings"] as? Int ?? 0) > 0, "\(run.stdout)")
+        #expect((result["failovers"] as? Int ?? 0) > 0, "calls after the kill went to the next instance: \(run.stdout)")
+        // A third of the devices were on the killed instance; each came back on another.
+        #expect(result["dropped"] as? Int == 10, "\(run.stdout)")
+        #expect(result["reconnected"] as? Int == 10, "\(run.stdout)")
+        #expect(!run.stderr.contains(cluster.url(database: database)), "the database URL stays out of the output")
+    }
 }

@@ -104,6 +104,9 @@ struct ClusterSync: Service {
         // this task: the store is still open, it stops after this service).
         do {
             try await listenAndBeat()
+        } catch where Task.isShuttingDownGracefully {
+            // The shutdown ended the listening (a cancelled sleep or query): not a failure of the
+            // service, which would fail the whole group and read as a drain that ran out of time.
         } catch {
             await Self.leave(bus, logger: logger)
             throw error

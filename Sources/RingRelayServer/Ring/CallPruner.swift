@@ -33,6 +33,8 @@ struct CallPruner: Service {
                 createdBefore: now.addingTimeInterval(-retention.timeInterval),
                 notificationsCreatedBefore: now.addingTimeInterval(-max(retention.timeInterval, Self.notificationRetention)))
             if pruned > 0 { logger.info("pruned old calls", metadata: ["calls.pruned": .stringConvertible(pruned)]) }
+        } catch is CancellationError {
+            // The server is stopping.
         } catch {
             logger.warning("could not prune calls", metadata: ["error.cause": .string("\(error)")])
         }
