@@ -35,6 +35,20 @@ package final class DeliveryBacklog: Sendable {
         state.withLock { $0.scheduled = false }
     }
 
+    /// Puts back records a write could not store (the database failed, not refused them), ahead of
+    /// what arrived meanwhile; a newer record of the same delivery that arrived meanwhile is kept.
+    package func restore(_ deliveries: some Collection<Delivery>) {
+        guard !deliveries.isEmpty else { return }
+        state.withLock { state in
+            var restored: [String] = []
+            for delivery in deliveries where state.latest[delivery.id] == nil {
+                state.latest[delivery.id] = delivery
+                restored.append(delivery.id)
+            }
+            state.order.insert(contentsOf: restored, at: 0)
+        }
+    }
+
     /// Takes every waiting record, oldest first.
     ///
     /// - Parameter endingSchedule: the scheduled write is draining: the next ``add(_:)``

@@ -175,30 +175,43 @@ extension PostgresStore {
     /// ``deliveryWrites``.
     ///
     /// A chunk the database refuses (its call was deleted meanwhile, say) is retried a row at a
-    /// time, so one orphan does not lose its neighbours.
+    /// time, so one orphan does not lose its neighbours. A database that fails (unreachable, out
+    /// of space) keeps the records waiting and throws: whoever promised them on disk must not answer.
     private func writeBacklog(endingSchedule: Bool = false) async throws {
         let waiting = backlog.drain(endingSchedule: endingSchedule)
         guard !waiting.isEmpty else { return }
-        try await withConnection { connection in
-            var lost = 0
-            var start = waiting.startIndex
-            while start < waiting.endIndex {
-                let chunk = waiting[start..<min(start + 200, waiting.endIndex)]
-                start = chunk.endIndex
-                do {
-                    try await self.upsert(chunk, on: connection)
-                } catch let error as PSQLError where error.code == .server {
-                    for delivery in chunk {
-                        do { try await self.upsert([delivery], on: connection) } catch let error as PSQLError where error.code == .server {
-                            lost += 1
+        var written = waiting.startIndex
+        var lost = 0
+        defer {
+            if lost > 0 {
+                logger.warning("delivery records refused; their calls are gone", metadata: ["deliveries.lost": .stringConvertible(lost)])
+            }
+        }
+        do {
+            try await withConnection { connection in
+                while written < waiting.endIndex {
+                    let chunk = waiting[written..<min(written + 200, waiting.endIndex)]
+                    do {
+                        try await self.upsert(chunk, on: connection)
+                        written = chunk.endIndex
+                    } catch let error as PSQLError where Self.isRefusal(error) {
+                        for delivery in chunk {
+                            do { try await self.upsert([delivery], on: connection) } catch let error as PSQLError where Self.isRefusal(error) { lost += 1 }
+                            written += 1
                         }
                     }
                 }
             }
-            if lost > 0 {
-                self.logger.warning("delivery records refused; their calls are gone", metadata: ["deliveries.lost": .stringConvertible(lost)])
-            }
+        } catch {
+            backlog.restore(waiting[written...])
+            throw error
         }
+    }
+
+    /// Whether the server refused the statement for its data (SQLSTATE class 23: a constraint),
+    /// rather than failing.
+    private static func isRefusal(_ error: PSQLError) -> Bool {
+        error.code == .server && error.serverInfo?[.sqlState]?.hasPrefix("23") == true
     }
 
     private func upsert(_ deliveries: some Collection<Delivery>, on connection: PostgresConnection) async throws {

@@ -98,6 +98,22 @@ public final class PostgresStore: DataStore {
         _ = try await rows("INSERT INTO schema_migrations (version, name, applied_at) VALUES (\(version), 'from a newer version', 0)")
     }
 
+    /// Makes every delivery write fail as on a full disk (`true`: a trigger raises SQLSTATE 53100)
+    /// or succeed again (tests of what a failing database does to acknowledged work).
+    package func failDeliveryWritesForTesting(_ failing: Bool) async throws {
+        if failing {
+            _ = try await rows(
+                """
+                CREATE OR REPLACE FUNCTION ringrelay_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS
+                $$ BEGIN RAISE EXCEPTION 'no space left (a test)' USING ERRCODE = 'disk_full'; END $$
+                """)
+            _ = try await rows(
+                "CREATE TRIGGER ringrelay_test_disk_full BEFORE INSERT OR UPDATE ON deliveries FOR EACH ROW EXECUTE FUNCTION ringrelay_test_disk_full()")
+        } else {
+            _ = try await rows("DROP TRIGGER IF EXISTS ringrelay_test_disk_full ON deliveries")
+        }
+    }
+
     // MARK: - Plumbing
 
     /// Runs `body` on a pooled connection; errors come out as ``RingRelayError``.

@@ -120,7 +120,11 @@ public final class SQLiteStore: DataStore {
         try await checkpointMutex.withLock { [connection, checkpointer] in
             try await self.mutex.withLock {
                 guard !self.isClosed.withLock({ $0 }) else { return }
-                self.writeBacklog(on: connection)
+                do {
+                    try self.writeBacklog(on: connection)
+                } catch {
+                    self.logger.error("delivery records lost on closing", metadata: ["error.cause": .string("\(error)")])
+                }
                 self.isClosed.withLock { $0 = true }
                 // The main connection closes last: it checkpoints what is left and removes the log.
                 try await checkpointer.close()
@@ -149,6 +153,13 @@ public final class SQLiteStore: DataStore {
     package func markSchemaVersionForTesting(_ version: Int) async throws {
         _ = try await query(
             "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, 'from a newer version', 0)", [.integer(version)])
+    }
+
+    /// Stops the file from growing (`true`: SQLite answers `SQLITE_FULL`, as on a full disk) or
+    /// lets it grow again (tests of what a failing database does to acknowledged work).
+    package func limitGrowthForTesting(_ limited: Bool) async throws {
+        // A limit below the file's size is raised to its size.
+        _ = try await query("PRAGMA max_page_count = \(limited ? 1 : 1_073_741_823)")
     }
 
     /// The schema version now in the file.
@@ -870,7 +881,7 @@ extension SQLiteStore {
                 try await mutex.withLock { [connection] in
                     // A closed store wrote its backlog while closing.
                     guard !self.isClosed.withLock({ $0 }) else { return }
-                    self.writeBacklog(on: connection, endingSchedule: true)
+                    try self.writeBacklog(on: connection, endingSchedule: true)
                     self.checkpointIfDue()
                 }
             } catch {
@@ -891,13 +902,13 @@ extension SQLiteStore {
     private func writeFlushRound(_ round: [Void]) async throws -> [Result<Void, any Error>] {
         // Through the mutex even when the backlog is empty: records another writer drained are
         // being written under it, and are committed once it is ours.
-        try await locked { connection in self.writeBacklog(on: connection) }
+        try await locked { connection in try self.writeBacklog(on: connection) }
         return round.map { .success($0) }
     }
 
     public func deliveries(callID: String) async throws -> [Delivery] {
         try await locked { connection in
-            self.writeBacklog(on: connection)
+            try self.writeBacklog(on: connection)
             return try connection.query(
                 "SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? ORDER BY id", [.text(callID)]
             ).map { row in
@@ -915,26 +926,43 @@ extension SQLiteStore {
     /// Writes the waiting delivery records, up to 200 per statement; the caller holds the mutex.
     ///
     /// A chunk the database refuses (its call was deleted meanwhile, say) is retried a row at a
-    /// time, so one orphan does not lose its neighbours.
-    private func writeBacklog(on connection: SQLiteHandle, endingSchedule: Bool = false) {
+    /// time, so one orphan does not lose its neighbours. A database that fails (full, an I/O
+    /// error) keeps the records waiting and throws: whoever promised them on disk must not answer.
+    private func writeBacklog(on connection: SQLiteHandle, endingSchedule: Bool = false) throws {
         let waiting = backlog.drain(endingSchedule: endingSchedule)
         var start = waiting.startIndex
-        while start < waiting.endIndex {
-            let chunk = waiting[start..<min(start + 200, waiting.endIndex)]
-            start = chunk.endIndex
-            do {
-                try Self.upsert(chunk, on: connection)
-            } catch {
-                var lost = 0
-                for delivery in chunk {
-                    do { try Self.upsert([delivery], on: connection) } catch { lost += 1 }
-                }
-                if lost > 0 {
-                    logger.warning(
-                        "delivery records refused; their calls are gone", metadata: ["deliveries.lost": .stringConvertible(lost)])
-                }
+        var lost = 0
+        defer {
+            if lost > 0 {
+                logger.warning("delivery records refused; their calls are gone", metadata: ["deliveries.lost": .stringConvertible(lost)])
             }
         }
+        while start < waiting.endIndex {
+            let chunk = waiting[start..<min(start + 200, waiting.endIndex)]
+            do {
+                try Self.upsert(chunk, on: connection)
+            } catch let error as SQLiteStatementError where error.isConstraint {
+                for (offset, delivery) in zip(chunk.indices, chunk) {
+                    do {
+                        try Self.upsert([delivery], on: connection)
+                    } catch let error as SQLiteStatementError where error.isConstraint {
+                        lost += 1
+                    } catch {
+                        backlog.restore(waiting[offset...])
+                        throw Self.deliveryWriteFailed(error)
+                    }
+                }
+            } catch {
+                backlog.restore(waiting[start...])
+                throw Self.deliveryWriteFailed(error)
+            }
+            start = chunk.endIndex
+        }
+    }
+
+    /// The error of delivery records the database could not take (503: they wait for the next write).
+    private static func deliveryWriteFailed(_ cause: any Error) -> RingRelayError {
+        RingRelayError(.unavailable, code: .storeUnavailable, "The database could not record deliveries; retry shortly.", underlying: cause)
     }
 
     private static func upsert(_ deliveries: some Collection<Delivery>, on connection: SQLiteHandle) throws {

@@ -520,6 +520,35 @@ import Testing
         try await reopened.close()
     }
 
+    /// Delivery records the database cannot take (a full disk) fail the flush that promised them
+    /// (the answer is a 503, not a 201 reporting records that are not there) and wait: the next
+    /// write, once the database can take them, stores every one.
+    @Test(arguments: StoreEngine.allCases) func deliveriesTheDatabaseCannotTakeFailTheFlushAndWait(engine: StoreEngine) async throws {
+        let opened = try await engine.makeStore()
+        defer { opened.remove() }
+        let store = opened.store
+        let account = try await opened.makeAccount()
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let call = ringingCall("alice", "bob", account: account.id, at: now)
+        #expect(try await store.createCall(call) == .created(call, busy: []))
+
+        try await engine.failDeliveryWrites(true, in: store)
+        // Large enough rows that the file must grow.
+        let planned = (0..<300).map { index in
+            Delivery(
+                id: ResourceID.make(ResourceID.delivery, at: now.addingTimeInterval(Double(index) / 1000)), callID: call.id,
+                bindingID: "bnd_\(index)_" + String(repeating: "x", count: 400), channel: .fcm, kind: "data", createdAt: now)
+        }
+        store.recordDeliveries(planned)
+        let failure = await #expect(throws: RingRelayError.self) { try await store.flushDeliveries() }
+        #expect(failure?.kind == .unavailable)
+
+        try await engine.failDeliveryWrites(false, in: store)
+        try await store.flushDeliveries()
+        #expect(try await store.deliveries(callID: call.id).map(\.id) == planned.map(\.id))
+        try await store.close()
+    }
+
     @Test(arguments: StoreEngine.allCases) func callsReadBackAsStoredAndCreationTellsWhetherTheCalleeIsBusy(engine: StoreEngine) async throws {
         let opened = try await engine.makeStore()
         defer { opened.remove() }

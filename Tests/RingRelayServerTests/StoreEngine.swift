@@ -33,6 +33,14 @@ enum StoreEngine: String, CaseIterable, Sendable, CustomTestStringConvertible {
         }
     }
 
+    /// Makes delivery writes fail as on a full disk, or succeed again.
+    func failDeliveryWrites(_ failing: Bool, in store: any DataStore) async throws {
+        switch self {
+        case .sqlite: try await #require(store as? SQLiteStore).limitGrowthForTesting(failing)
+        case .postgres: try await #require(store as? PostgresStore).failDeliveryWritesForTesting(failing)
+        }
+    }
+
     /// Records `version` as applied, as a newer RingRelay would.
     func markSchemaVersion(_ version: Int, in store: any DataStore) async throws {
         switch self {
