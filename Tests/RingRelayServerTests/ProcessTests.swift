@@ -257,7 +257,8 @@ import Testing
     }
 
     /// `kill -9` with calls in flight: every call answered `201` is there after the restart, with
-    /// every delivery the answer reported (the records are committed before the answer goes out).
+    /// every delivery the answer reported (the records are committed before the answer goes out),
+    /// and every cancel answered `200` left its call cancelled.
     /// Accounts, keys and bindings are committed before theirs too, so they are checked alongside.
     @Test func sigkillLosesNoAcknowledgedCallOrDelivery() async throws {
         let directory = try TemporaryDirectory()
@@ -275,7 +276,11 @@ import Testing
             #expect(try await Self.request(.POST, url + "/v1/bindings", token: key, body: body).0 == 201)
         }
 
-        final class Acknowledged: Sendable { let calls = Mutex<[CallResource]>([]) }
+        final class Acknowledged: Sendable {
+            let calls = Mutex<[CallResource]>([])
+            /// Calls whose cancel was answered 200.
+            let cancelled = Mutex<[String]>([])
+        }
         let acknowledged = Acknowledged()
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool.retryConnectionEstablishment = false
@@ -288,6 +293,11 @@ import Testing
                             status == 201, let call = try? JSONDecoder.ringRelay.decode(CallResource.self, from: data)
                         else { return }
                         acknowledged.calls.withLock { $0.append(call) }
+                        // Every other call's state change is acknowledged too.
+                        guard acknowledged.calls.withLock({ $0.count }) % 2 == 0,
+                            let (cancelStatus, _) = try? await Self.request(.POST, url + "/v1/calls/\(call.id)/cancel", token: key, client: client)
+                        else { continue }
+                        if cancelStatus == 200 { acknowledged.cancelled.withLock { $0.append(call.id) } }
                     }
                 }
             }
@@ -302,7 +312,9 @@ import Testing
         try await client.shutdown()
         #expect(try await server.waitForExit() == SIGKILL)
         let calls = acknowledged.calls.withLock { $0 }
+        let cancelled = Set(acknowledged.cancelled.withLock { $0 })
         #expect(calls.count >= 40)
+        #expect(cancelled.count >= 10)
 
         let restarted = try ServerProcess(arguments, directory: directory.path)
         let newURL = try await restarted.waitUntilListening()
@@ -314,6 +326,7 @@ import Testing
                 lost.append("\(call.id): \(status)")
                 continue
             }
+            if cancelled.contains(call.id), stored.state != "cancelled" { lost.append("\(call.id): cancel acknowledged, stored \(stored.state)") }
             let storedDeliveries = Dictionary(uniqueKeysWithValues: (stored.deliveries ?? []).map { ($0.id, $0) })
             for delivery in call.deliveries ?? [] {
                 guard let kept = storedDeliveries[delivery.id] else {
