@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import Logging
 import RingRelayServer
 import RingRelayStore
 
@@ -10,9 +9,10 @@ struct BackupCommand: AsyncParsableCommand {
         commandName: "backup",
         abstract: "Copy the database to a new file, safely while `ringrelay serve` runs.",
         discussion: """
-            Writes one committed state of the data directory's database to FILE (SQLite's VACUUM INTO; the \
-            server keeps serving meanwhile), with mode 0600: it holds credentials and keys. To restore, stop \
-            the server and put the file in place of ringrelay.sqlite (removing ringrelay.sqlite-wal and -shm).
+            Writes one committed state of the data directory's database to FILE with SQLite's online backup API \
+            (the server keeps serving meanwhile; the database is only read: no migration, no setting changed), \
+            with mode 0600: it holds credentials and keys. To restore, stop the server and put the file in place \
+            of ringrelay.sqlite (removing ringrelay.sqlite-wal and -shm).
             """)
 
     @Argument(help: "The new file to write (it must not exist).") var file: String
@@ -27,17 +27,8 @@ struct BackupCommand: AsyncParsableCommand {
         guard FileManager.default.fileExists(atPath: database) else {
             throw ValidationError("No database at \(database); pass the server's --data-dir.")
         }
-        var logger = Logger(label: "ringrelay-backup")
-        logger.logLevel = .warning
         umask(0o077)
-        let store = try await SQLiteStore.open(path: database, logger: logger)
-        do {
-            try await store.backup(to: file)
-        } catch {
-            try? await store.close()
-            throw error
-        }
-        try await store.close()
+        try await SQLiteStore.backup(databaseAt: database, to: file)
         print("Backed up \(database) to \(file).")
     }
 }

@@ -57,11 +57,13 @@ final class SQLiteHandle: @unchecked Sendable {
         if let database { sqlite_nio_sqlite3_close_v2(database) }
     }
 
-    /// Opens (creating if needed) the database file at `path`.
-    static func open(path: String, pool: NIOThreadPool = .singleton) async throws -> SQLiteHandle {
+    /// Opens (creating if needed) the database file at `path`; `readOnly` opens an existing one
+    /// for reading only.
+    static func open(path: String, readOnly: Bool = false, pool: NIOThreadPool = .singleton) async throws -> SQLiteHandle {
         try await pool.runIfActive {
             var database: OpaquePointer?
-            let flags = SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+            let access = readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE
+            let flags = access | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
             let status = sqlite_nio_sqlite3_open_v2(path, &database, flags, nil)
             guard status == SQLITE_OK, let database else {
                 let message = database.map { String(cString: sqlite_nio_sqlite3_errmsg($0)) } ?? "out of memory"
@@ -104,6 +106,32 @@ final class SQLiteHandle: @unchecked Sendable {
                 try? opened.synchronize()
                 try? opened.close()
             }
+        }
+    }
+
+    /// Copies the database into `destination`, a new empty file, with SQLite's online backup API.
+    ///
+    /// One step copies every page inside one read transaction: a consistent state, however busy
+    /// the writers (a server in another process) are; in WAL mode they keep writing meanwhile.
+    /// (Copying a few pages a step would let each write restart the copy, which might never end.)
+    func backup(into destination: String) async throws {
+        try await offloaded { handle in
+            guard let source = handle.database else { throw SQLiteStatementError(code: SQLITE_MISUSE, message: "the database is closed") }
+            var target: OpaquePointer?
+            let opened = sqlite_nio_sqlite3_open_v2(destination, &target, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
+            defer { if let target { sqlite_nio_sqlite3_close_v2(target) } }
+            guard opened == SQLITE_OK, let target else { throw SQLiteStatementError(code: opened, message: "cannot open \(destination)") }
+            guard let backup = sqlite_nio_sqlite3_backup_init(target, "main", source, "main") else {
+                throw handle.error(sqlite_nio_sqlite3_errcode(target), on: target)
+            }
+            var step: Int32
+            repeat {
+                step = sqlite_nio_sqlite3_backup_step(backup, -1)
+                // Another connection is checkpointing or holds a lock for a moment: wait and go on.
+                if step == SQLITE_BUSY || step == SQLITE_LOCKED { usleep(10_000) }
+            } while step == SQLITE_OK || step == SQLITE_BUSY || step == SQLITE_LOCKED
+            let finished = sqlite_nio_sqlite3_backup_finish(backup)
+            guard step == SQLITE_DONE, finished == SQLITE_OK else { throw handle.error(finished == SQLITE_OK ? step : finished, on: target) }
         }
     }
 

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import NIOCore
 import NIOPosix
@@ -139,14 +142,32 @@ public final class SQLiteStore: DataStore {
         }
     }
 
-    /// Writes a consistent copy of the database to `path` (SQLite's `VACUUM INTO`), while the
-    /// server may be writing: a reader in WAL mode sees one committed state. The copy is 0600.
-    public func backup(to path: String) async throws {
-        guard !FileManager.default.fileExists(atPath: path) else {
-            throw RingRelayError(.conflict, code: .invalidField, "\(path) exists; name a new file.")
+    /// Writes a consistent copy of the database file at `source` to `path`, a new file with mode
+    /// 0600, while a server may be writing to it (SQLite's online backup API).
+    ///
+    /// The source is opened for reading only, with no migration and no setting changed: a backup
+    /// made by another version leaves a running server's file as it was.
+    public static func backup(databaseAt source: String, to path: String) async throws {
+        // O_EXCL: never overwrite a file, even one made between a check and the copy.
+        let descriptor = Glibc.open(path, O_CREAT | O_EXCL | O_WRONLY, 0o600)
+        guard descriptor >= 0 else {
+            let reason = errno == EEXIST ? "exists; name a new file" : "cannot be created: \(String(cString: strerror(errno)))"
+            throw RingRelayError(.conflict, code: .invalidField, "\(path) \(reason).")
         }
-        _ = try await query("VACUUM INTO ?", [.text(path)])
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
+        Glibc.close(descriptor)
+        do {
+            let handle = try await SQLiteHandle.open(path: source, readOnly: true)
+            do {
+                try await handle.backup(into: path)
+            } catch {
+                try? await handle.close()
+                throw error
+            }
+            try await handle.close()
+        } catch {
+            try? FileManager.default.removeItem(atPath: path)
+            throw RingRelayError(.unavailable, code: .storeUnavailable, "Cannot back up \(source).", underlying: error)
+        }
     }
 
     /// Records a schema version as applied, as a newer RingRelay would (tests of the refusal).

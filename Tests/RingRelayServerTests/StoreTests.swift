@@ -8,8 +8,8 @@ import RingRelayWire
 
 /// What only the SQLite store does.
 @Suite struct StoreTests {
-    /// A backup is a consistent, private copy. (What both engines share is in
-    /// StoreConformanceTests.)
+    /// A backup is a consistent, private copy, made with the source open. (What both engines
+    /// share is in StoreConformanceTests.)
     @Test func backupsCopyEverythingPrivately() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
@@ -18,15 +18,37 @@ import RingRelayWire
         let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
         let store = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
         try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now))
-        try await store.backup(to: directory.appending("copy.sqlite"))
+        // Copied while the store is open and has just written (the server runs meanwhile).
+        try await SQLiteStore.backup(databaseAt: path, to: directory.appending("copy.sqlite"))
         let mode = try FileManager.default.attributesOfItem(atPath: directory.appending("copy.sqlite"))[.posixPermissions] as? Int
         #expect(mode == 0o600)
-        await #expect(throws: RingRelayError.self) { try await store.backup(to: directory.appending("copy.sqlite")) }
+        await #expect(throws: RingRelayError.self) { try await SQLiteStore.backup(databaseAt: path, to: directory.appending("copy.sqlite")) }
         try await store.close()
 
         let copy = try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: TestLogging.logger("test"))
         #expect(try await copy.listAccounts() == [account])
         #expect(try await copy.schemaVersion() == 10)
         try await copy.close()
+    }
+
+    /// A backup only reads: a database from a newer RingRelay (one this version would refuse to
+    /// migrate) is copied as it is, and the source keeps its schema and has no migration applied.
+    @Test func aBackupNeverMigratesTheDatabaseItCopies() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.appending("ringrelay.sqlite")
+        let store = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
+        let current = try await store.schemaVersion()
+        try await store.markSchemaVersionForTesting(current + 5)
+        try await SQLiteStore.backup(databaseAt: path, to: directory.appending("copy.sqlite"))
+        #expect(try await store.schemaVersion() == current + 5)
+        try await store.close()
+        // The copy is the newer database, refused like the original.
+        await #expect(throws: RingRelayError.self) { try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: TestLogging.logger("test")) }
+        // A file that is not there is an error, and leaves no empty copy behind.
+        await #expect(throws: RingRelayError.self) {
+            try await SQLiteStore.backup(databaseAt: directory.appending("missing.sqlite"), to: directory.appending("other.sqlite"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.appending("other.sqlite")))
     }
 }
