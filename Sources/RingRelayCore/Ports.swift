@@ -57,6 +57,15 @@ public protocol BindingStore: Sendable {
     func invalidateBinding(id: String, accountID: String, reason: String, at date: Date, invalidSince: Date?) async throws -> Binding?
     /// Counts of all bindings by type and status, across accounts.
     func bindingCounts() async throws -> [BindingCount]
+    /// Records that devices of an identity were signed out at `date` (their last binding was
+    /// removed): access tokens issued to them before then stop working. `deviceIDs` `nil`: every
+    /// device of the identity.
+    func signOutDevices(accountID: String, identity: String, deviceIDs: [String]?, at date: Date) async throws
+    /// When a device was last signed out, on its own or with its whole identity; `nil` if never
+    /// (or not since ``forgetSignOuts(before:)``).
+    func signedOut(accountID: String, identity: String, deviceID: String) async throws -> Date?
+    /// Forgets sign-outs before `date` (no token issued before then is still valid). Returns how many.
+    func forgetSignOuts(before date: Date) async throws -> Int
 }
 
 /// Push and provider credentials, one per kind per account.

@@ -1,6 +1,21 @@
 /// SQL that both store engines (SQLite and PostgreSQL) write alike: the columns of the tables
 /// whose rows they read into the same values, and the clauses whose rules must not drift apart.
 package enum StoreSQL {
+    /// Devices whose last binding was removed, and when: their access tokens issued before then
+    /// are refused. `device_id` `''` (``everyDevice``) stands for every device of the identity.
+    package static let signedOutDevicesTable = """
+        CREATE TABLE signed_out_devices (
+            account_id TEXT NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+            identity TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            signed_out_at BIGINT NOT NULL,
+            PRIMARY KEY (account_id, identity, device_id)
+        )
+        """
+
+    /// The device id that stands for every device of an identity in `signed_out_devices`.
+    package static let everyDevice = ""
+
     /// The calls table's columns, in the order the stores bind and read them.
     package static let callColumns = """
         id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \

@@ -1,3 +1,4 @@
+import RingRelayCore
 /// One versioned change of the PostgreSQL schema. Versions only grow; a shipped migration is
 /// never edited. (PostgreSQL has its own history, apart from SQLite's: it starts at the schema
 /// SQLite reached in nine steps.)
@@ -237,5 +238,6 @@ extension PostgresMigration {
                 """,
                 "CREATE INDEX live_devices_instance ON live_devices(instance_id)",
             ]),
+        PostgresMigration(version: 4, name: "signed-out devices", statements: [StoreSQL.signedOutDevicesTable]),
     ]
 }

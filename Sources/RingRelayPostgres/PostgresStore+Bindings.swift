@@ -79,6 +79,29 @@ extension PostgresStore {
         try await rows("DELETE FROM bindings WHERE account_id = \(accountID) AND identity = \(identity) RETURNING id").count
     }
 
+    public func signOutDevices(accountID: String, identity: String, deviceIDs: [String]?, at date: Date) async throws {
+        for deviceID in deviceIDs ?? [StoreSQL.everyDevice] {
+            _ = try await rows(
+                """
+                INSERT INTO signed_out_devices (account_id, identity, device_id, signed_out_at) VALUES (\(accountID), \(identity), \(deviceID), \(date.millis))
+                ON CONFLICT (account_id, identity, device_id) DO UPDATE SET signed_out_at = GREATEST(signed_out_devices.signed_out_at, EXCLUDED.signed_out_at)
+                """)
+        }
+    }
+
+    public func signedOut(accountID: String, identity: String, deviceID: String) async throws -> Date? {
+        try await rows(
+            """
+            SELECT max(signed_out_at) AS at FROM signed_out_devices
+            WHERE account_id = \(accountID) AND identity = \(identity) AND device_id IN (\(deviceID), \(StoreSQL.everyDevice))
+            """
+        ).first?.optionalDate("at")
+    }
+
+    public func forgetSignOuts(before date: Date) async throws -> Int {
+        try await rows("DELETE FROM signed_out_devices WHERE signed_out_at < \(date.millis) RETURNING account_id").count
+    }
+
     public func invalidateBinding(id: String, accountID: String, reason: String, at date: Date, invalidSince: Date?) async throws -> Binding? {
         // One conditional statement: a re-registration that lands between the push service's
         // answer and this update wins, because it moves registered_at past the timestamp.

@@ -1,3 +1,5 @@
+import RingRelayCore
+
 /// One versioned schema change. Versions only grow; a shipped migration is never edited.
 struct Migration: Sendable {
     /// Strictly increasing version number.
@@ -253,5 +255,6 @@ extension Migration {
                 // The ring-timeout sweep: answered groups whose other identities still ring.
                 "CREATE INDEX calls_group_ringing ON calls(ring_deadline) WHERE state = 'accepted' AND members_ringing = 1",
             ]),
+        Migration(version: 11, name: "signed-out devices", statements: [StoreSQL.signedOutDevicesTable]),
     ]
 }

@@ -505,6 +505,27 @@ extension SQLiteStore {
         return deleted
     }
 
+    public func signOutDevices(accountID: String, identity: String, deviceIDs: [String]?, at date: Date) async throws {
+        for deviceID in deviceIDs ?? [StoreSQL.everyDevice] {
+            _ = try await query(
+                """
+                INSERT INTO signed_out_devices (account_id, identity, device_id, signed_out_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT (account_id, identity, device_id) DO UPDATE SET signed_out_at = max(signed_out_at, excluded.signed_out_at)
+                """, [.text(accountID), .text(identity), .text(deviceID), .integer(date.millis)])
+        }
+    }
+
+    public func signedOut(accountID: String, identity: String, deviceID: String) async throws -> Date? {
+        try await query(
+            "SELECT max(signed_out_at) AS at FROM signed_out_devices WHERE account_id = ? AND identity = ? AND device_id IN (?, ?)",
+            [.text(accountID), .text(identity), .text(deviceID), .text(StoreSQL.everyDevice)]
+        ).first?.optionalDate("at")
+    }
+
+    public func forgetSignOuts(before date: Date) async throws -> Int {
+        try await query("DELETE FROM signed_out_devices WHERE signed_out_at < ? RETURNING account_id", [.integer(date.millis)]).count
+    }
+
     public func invalidateBinding(id: String, accountID: String, reason: String, at date: Date, invalidSince: Date?) async throws -> Binding? {
         // One conditional statement: a re-registration that lands between Apple's answer and
         // this update wins, because it moves registered_at past the timestamp.

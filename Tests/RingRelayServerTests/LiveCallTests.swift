@@ -1,9 +1,11 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import HummingbirdWSClient
 import Logging
 import NIOCore
+import NIOHTTP1
 import NIOWebSocket
 @testable import RingRelayServer
 import RingRelayTesting
@@ -52,6 +54,43 @@ import Testing
                 bob2: try await client.accessToken(identity: "bob", deviceID: "b2", key: key),
                 carol: try await client.accessToken(identity: "carol", deviceID: "c1", key: key))
             try await body(world)
+        }
+    }
+
+    /// A device signed out (its last binding removed) is closed with 4004, and a client that
+    /// ignores the close cannot come back with the token it had: the upgrade and every request
+    /// refuse it. A token minted afterwards works, and the identity's other device is untouched.
+    @Test func aSignedOutDeviceCannotComeBackWithItsOldToken() async throws {
+        try await Self.withWorld { world in
+            let registered = try await world.client.send(.post, "/v1/bindings", token: world.bob1, json: #"{"type":"fcm","token":"fcm-b1"}"#)
+            #expect(registered.status == .created)
+            let binding = try registered.decode(BindingResource.self)
+            let device = try await world.connect(world.bob1)
+            let other = try await world.connect(world.bob2)
+            #expect(try await world.client.send(.delete, "/v1/bindings/\(binding.id)", token: world.key).status == .noContent)
+            #expect(try await device.closeCode() == .unknown(LiveCloseCode.deviceUnbound.rawValue))
+
+            func upgradeStatus(_ token: String) async throws -> UInt {
+                var request = HTTPClientRequest(url: "http://127.0.0.1:\(world.port)/v1/connect?access_token=\(token)")
+                request.headers.add(name: "Upgrade", value: "websocket")
+                request.headers.add(name: "Connection", value: "Upgrade")
+                request.headers.add(name: "Sec-WebSocket-Version", value: "13")
+                request.headers.add(name: "Sec-WebSocket-Key", value: "dGhlIHNhbXBsZSBub25jZQ==")
+                return try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code
+            }
+            let upgrade = try await upgradeStatus(world.bob1)
+            #expect((400..<500).contains(upgrade), "the upgrade with the old token answered \(upgrade)")
+            let refused = try await world.client.send(.post, "/v1/calls", token: world.bob1, json: #"{"to":"alice"}"#)
+            #expect(refused.status == .unauthorized)
+            #expect(String(buffer: refused.body).contains("signed out"))
+
+            // Signing in again takes a new token, which works at once.
+            world.server.clock.advance(by: 0.001)
+            let fresh = try await world.client.accessToken(identity: "bob", deviceID: "b1", key: world.key)
+            let back = try await world.connect(fresh)
+            #expect(back.ready?.deviceId == "b1")
+            #expect(try await other.receivesNothing())
+            for live in [back, other] { await live.close() }
         }
     }
 

@@ -520,6 +520,34 @@ import Testing
         try await reopened.close()
     }
 
+    /// A device's sign-out is kept per device, an identity's counts for each of its devices, the
+    /// later of two wins, and both go with their account or once forgotten.
+    @Test(arguments: StoreEngine.allCases) func signOutsAreKeptPerDeviceUntilForgotten(engine: StoreEngine) async throws {
+        let opened = try await engine.makeStore()
+        defer { opened.remove() }
+        let store = opened.store
+        let account = try await opened.makeAccount()
+        let other = try await opened.makeAccount("other", keyHash: "h2")
+        let t0 = Date(timeIntervalSince1970: 1_790_000_000)
+        #expect(try await store.signedOut(accountID: account.id, identity: "bob", deviceID: "b1") == nil)
+        try await store.signOutDevices(accountID: account.id, identity: "bob", deviceIDs: ["b1"], at: t0)
+        try await store.signOutDevices(accountID: account.id, identity: "bob", deviceIDs: ["b1"], at: t0.addingTimeInterval(-5))
+        #expect(try await store.signedOut(accountID: account.id, identity: "bob", deviceID: "b1") == t0)
+        #expect(try await store.signedOut(accountID: account.id, identity: "bob", deviceID: "b2") == nil)
+        #expect(try await store.signedOut(accountID: other.id, identity: "bob", deviceID: "b1") == nil)
+        // The whole identity, later: every device of it, known or not.
+        try await store.signOutDevices(accountID: account.id, identity: "bob", deviceIDs: nil, at: t0.addingTimeInterval(10))
+        #expect(try await store.signedOut(accountID: account.id, identity: "bob", deviceID: "b1") == t0.addingTimeInterval(10))
+        #expect(try await store.signedOut(accountID: account.id, identity: "bob", deviceID: "anything") == t0.addingTimeInterval(10))
+        try await store.signOutDevices(accountID: other.id, identity: "bob", deviceIDs: ["b1"], at: t0)
+
+        #expect(try await store.forgetSignOuts(before: t0.addingTimeInterval(5)) == 2)
+        #expect(try await store.signedOut(accountID: account.id, identity: "bob", deviceID: "b2") == t0.addingTimeInterval(10))
+        #expect(try await store.deleteAccount(id: account.id))
+        #expect(try await store.signedOut(accountID: account.id, identity: "bob", deviceID: "b2") == nil)
+        try await store.close()
+    }
+
     /// Delivery records the database cannot take (a full disk) fail the flush that promised them
     /// (the answer is a 503, not a 201 reporting records that are not there) and wait: the next
     /// write, once the database can take them, stores every one.

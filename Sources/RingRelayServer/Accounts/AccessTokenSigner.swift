@@ -16,6 +16,14 @@ struct AccessTokenClaims: Sendable, Hashable, Codable {
     var iat: Int
     /// Expires at, seconds since the epoch.
     var exp: Int
+    /// Issued at, milliseconds since the epoch: what a sign-out of the device is compared with
+    /// (a token minted just after a sign-out, in the same second, must work). Tokens minted
+    /// before this claim existed lack it.
+    var iatMs: Int?
+
+    /// When the token was issued, in milliseconds; a token without `iatMs` counts as issued at the
+    /// end of its second.
+    var issuedAtMillis: Int { iatMs ?? iat * 1000 + 999 }
 }
 
 /// Mints and verifies device access tokens: compact JWTs signed with HMAC-SHA256.

@@ -31,8 +31,10 @@ struct AccessTokensController {
         guard (Self.minimumTTL...maxTTL).contains(ttl) else {
             throw RingRelayError.invalidField("ttlSeconds", "must be from \(Self.minimumTTL) to \(maxTTL) seconds.")
         }
-        let now = Int(clock.now.timeIntervalSince1970)
-        let claims = AccessTokenClaims(iss: "ringrelay", acc: accountID, sub: body.identity, did: body.deviceId, iat: now, exp: now + ttl)
+        let issued = clock.now
+        let now = Int(issued.timeIntervalSince1970)
+        let claims = AccessTokenClaims(
+            iss: "ringrelay", acc: accountID, sub: body.identity, did: body.deviceId, iat: now, exp: now + ttl, iatMs: issued.millis)
         let token = try signer.sign(claims)
         return JSONResponse(
             .created,

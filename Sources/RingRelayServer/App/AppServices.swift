@@ -48,7 +48,9 @@ struct AppServices: Sendable {
             pusher.apns.client,
             pusher.fcm.client,
             cluster,
-            CallPruner(store: store, retention: configuration.callRetention, clock: clock, logger: logger),
+            CallPruner(
+                store: store, retention: configuration.callRetention, tokenLifetime: TimeInterval(configuration.maxAccessTokenTTL), clock: clock,
+                logger: logger),
             RingTimeoutSweeper(calls: calls, hub: hub, executor: executor, metrics: metrics, logger: logger),
             RingDrainService(executor: executor, logger: logger),
         ]

@@ -56,6 +56,14 @@ struct AuthMiddleware: RouterMiddleware {
             guard try await store.account(id: claims.acc) != nil else {
                 throw RingRelayError(.unauthenticated, code: .invalidAccessToken, "The access token's account no longer exists.")
             }
+            // A device signed out (its last binding removed) keeps no access through older tokens.
+            if let signedOut = try await store.signedOut(accountID: claims.acc, identity: claims.sub, deviceID: claims.did),
+                claims.issuedAtMillis <= signedOut.millis
+            {
+                throw RingRelayError(
+                    .unauthenticated, code: .invalidAccessToken,
+                    "The device was signed out (its bindings were removed) after this access token was minted; mint a new one.")
+            }
             return (.device(accountID: claims.acc, identity: claims.sub, deviceID: claims.did), Date(timeIntervalSince1970: TimeInterval(claims.exp)))
         }
         if let metricsToken, Secrets.constantTimeEqual(token, metricsToken) {

@@ -128,19 +128,22 @@ struct BindingsController {
         }
         let identity = try QueryParameter.identity(parameter)
         let deleted = try await store.deleteBindings(accountID: accountID, identity: identity)
+        try await store.signOutDevices(accountID: accountID, identity: identity, deviceIDs: nil, at: clock.now)
         await cluster.announce(.devicesUnbound(accountID: accountID, identity: identity, deviceIDs: nil))
         context.logger.info("identity bindings deleted", metadata: ["bindings.deleted": .stringConvertible(deleted)])
         return JSONResponse(DeletedBindings(deleted: deleted))
     }
 
-    /// Deletes a binding; when its device has no active binding left, closes the device's live
-    /// connection. Returns `false` when there was no such binding.
+    /// Deletes a binding; when its device has no active binding left, signs the device out (its
+    /// access tokens minted until now stop working) and closes its live connection. Returns
+    /// `false` when there was no such binding.
     private func remove(id: String, accountID: String, identity: String?) async throws -> Bool {
         let binding = try await store.binding(id: id, accountID: accountID, identity: identity)
         guard try await store.deleteBinding(id: id, accountID: accountID, identity: identity) else { return false }
         if let binding, let deviceID = binding.deviceID,
             try await !store.activeBindings(accountID: accountID, identity: binding.identity).contains(where: { $0.deviceID == deviceID })
         {
+            try await store.signOutDevices(accountID: accountID, identity: binding.identity, deviceIDs: [deviceID], at: clock.now)
             await cluster.announce(.devicesUnbound(accountID: accountID, identity: binding.identity, deviceIDs: [deviceID]))
         }
         return true

@@ -3,10 +3,13 @@ import Logging
 import RingRelayCore
 import ServiceLifecycle
 
-/// Deletes call records older than the retention, every few minutes.
+/// Deletes call records older than the retention, and device sign-outs older than any token
+/// still valid, every few minutes.
 struct CallPruner: Service {
     let store: any DataStore
     let retention: Duration
+    /// The longest an access token lives: sign-outs older than that refuse no token any more.
+    let tokenLifetime: TimeInterval
     let clock: any WallClock
     let logger: Logger
     /// How long a provider call's notification id is kept, at least, against replays (24 h).
@@ -33,6 +36,8 @@ struct CallPruner: Service {
                 createdBefore: now.addingTimeInterval(-retention.timeInterval),
                 notificationsCreatedBefore: now.addingTimeInterval(-max(retention.timeInterval, Self.notificationRetention)))
             if pruned > 0 { logger.info("pruned old calls", metadata: ["calls.pruned": .stringConvertible(pruned)]) }
+            // A minute's slack for clocks: a sign-out is kept until every token minted before it has expired.
+            _ = try await store.forgetSignOuts(before: now.addingTimeInterval(-tokenLifetime - 60))
         } catch is CancellationError {
             // The server is stopping.
         } catch {
