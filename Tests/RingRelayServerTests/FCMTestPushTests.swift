@@ -3,8 +3,10 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import RingRelayAPNs
+import RingRelayCore
 import RingRelayFCM
 import RingRelayServer
+import RingRelayStore
 import RingRelayTesting
 import RingRelayWire
 import Testing
@@ -134,6 +136,32 @@ import Testing
             #expect(!String(buffer: try await client.send(.get, "/readyz").body).contains("OAuthInvalidGrant"))
             let fixed = try await client.send(.post, "/v1/bindings/\(binding.id)/test", token: key).decode(TestPushResult.self)
             #expect(fixed.outcome == "delivered")
+        }
+    }
+
+    /// A service account stored before token URIs were checked (an older version's database) is
+    /// checked again before it is used: a plain-http `token_uri` is never fetched, and the
+    /// account's readiness names the fault until the service account is uploaded again.
+    @Test func aStoredTokenURIIsCheckedAgainBeforeUse() async throws {
+        try await Self.withFCMServer { server, simulator, client, key in
+            let accounts = try await client.send(.get, "/v1/accounts", token: server.adminToken).decode(AccountList.self)
+            let accountID = try #require(accounts.data.first?.id)
+            let stored = try await server.store.credential(kind: .fcm, accountID: accountID)?.credential
+            guard case .fcm(let uploaded) = stored else {
+                Issue.record("no FCM credential stored")
+                return
+            }
+            var credential = uploaded
+            credential.tokenURI = credential.tokenURI.replacingOccurrences(of: "https://", with: "http://")
+            try await server.store.putCredential(.fcm(credential), accountID: accountID, at: Date())
+
+            let binding = try await client.createBinding(#"{"identity":"bob","type":"fcm","token":"\#(Self.fcmToken(4))"}"#, token: key)
+            let result = try await client.send(.post, "/v1/bindings/\(binding.id)/test", token: key).decode(TestPushResult.self)
+            #expect(result.outcome == "fix_configuration")
+            #expect(result.reason == "TokenURINotAllowed")
+            #expect(simulator.tokenRequests.isEmpty)
+            #expect(simulator.received.isEmpty)
+            #expect(String(buffer: try await client.send(.get, "/readyz").body).contains("TokenURINotAllowed"))
         }
     }
 

@@ -87,7 +87,7 @@ extension AppServices {
         let apns = try APNsClient(configuration: configuration.apns, clock: clock, logger: logger, metricsFactory: metrics.factory)
         let fcm = try FCMClient(configuration: configuration.fcm, clock: clock, logger: logger, metricsFactory: metrics.factory)
         let pusher = BindingPusher(
-            store: store, credentials: credentials, apns: APNsPushProvider(client: apns), fcm: FCMPushProvider(client: fcm, clock: clock),
+            store: store, credentials: credentials, apns: APNsPushProvider(client: apns), fcm: FCMPushProvider(client: fcm, clock: clock, tokenHosts: CredentialValidator.fcmTokenHosts(for: configuration.fcm)),
             faults: faults, clock: clock, logger: logger)
         let hub = LiveHub(clock: clock)
         let cluster = ClusterSync(bus: bus, store: store, credentials: credentials, faults: faults, hub: hub, logger: logger)
@@ -128,14 +128,9 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     OpsController(store: services.store, faults: services.faults, metrics: services.metrics, metricsToken: configuration.metricsToken)
         .register(on: router)
     AccountsController(store: services.store, clock: services.clock, cluster: services.cluster, maxBodyBytes: maxBodyBytes).register(on: router)
-    // Google's OAuth hosts, and the FCM endpoint's when the operator chose one (the simulator).
-    var fcmTokenHosts = CredentialValidator.googleTokenHosts
-    if configuration.fcm.endpoint != FCMConfiguration().endpoint, let host = URL(string: configuration.fcm.endpoint)?.host?.lowercased() {
-        fcmTokenHosts.insert(host)
-    }
     CredentialsController(
         store: services.store, clock: services.clock, cluster: services.cluster, maxBodyBytes: maxBodyBytes,
-        fcmTokenHosts: fcmTokenHosts
+        fcmTokenHosts: CredentialValidator.fcmTokenHosts(for: configuration.fcm)
     ).register(on: router)
     AccessTokensController(
         signer: services.signer, clock: services.clock, maxTTL: configuration.maxAccessTokenTTL, maxBodyBytes: maxBodyBytes

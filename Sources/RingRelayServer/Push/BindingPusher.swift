@@ -71,7 +71,7 @@ struct BindingPusher: Sendable {
         do {
             outcome = try await provider.push(payload, to: binding, credential: credential, deadline: deadline)
         } catch {
-            outcome = PushOutcome(disposition: .drop, status: nil, reason: error.reason, providerID: nil, latency: .zero, attempts: 0)
+            outcome = PushOutcome(disposition: error.disposition, status: nil, reason: error.reason, providerID: nil, latency: .zero, attempts: 0)
             logger.warning("push refused before sending", metadata: ["binding.id": .string(binding.id), "push.reason": .string(error.description)])
         }
         let updated = try await apply(outcome, to: binding, channel: provider.channel)

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import NIOSSL
 import RingRelayCore
+import RingRelayFCM
 import RingRelayWire
 import _CryptoExtras
 
@@ -79,6 +80,22 @@ enum CredentialValidator {
     /// `accounts.google.com` (older ones).
     static let googleTokenHosts: Set<String> = ["oauth2.googleapis.com", "accounts.google.com"]
 
+    /// The hosts a `token_uri` may name with `configuration`: Google's, and the FCM endpoint's
+    /// when the operator chose one (the simulator).
+    static func fcmTokenHosts(for configuration: FCMConfiguration) -> Set<String> {
+        var hosts = googleTokenHosts
+        if configuration.endpoint != FCMConfiguration().endpoint, let host = URL(string: configuration.endpoint)?.host?.lowercased() {
+            hosts.insert(host)
+        }
+        return hosts
+    }
+
+    /// Whether `tokenURI` is an https URL on one of `hosts`, with no user or password.
+    static func isAllowedTokenURI(_ tokenURI: String, hosts: Set<String>) -> Bool {
+        guard let url = URL(string: tokenURI), url.scheme == "https", let host = url.host?.lowercased() else { return false }
+        return hosts.contains(host) && url.user == nil && url.password == nil
+    }
+
     /// Validates a Google service account JSON.
     ///
     /// - Parameter tokenHosts: the hosts a `token_uri` may name (https only): Google's, and the
@@ -104,9 +121,7 @@ enum CredentialValidator {
         guard email.contains("@") else {
             throw .invalidField("serviceAccount.client_email", "must be the service account's e-mail address.")
         }
-        guard let url = URL(string: tokenURI), url.scheme == "https", let host = url.host?.lowercased(), tokenHosts.contains(host),
-            url.user == nil, url.password == nil
-        else {
+        guard isAllowedTokenURI(tokenURI, hosts: tokenHosts) else {
             throw .invalidField(
                 "serviceAccount.token_uri", "must be Google's OAuth endpoint, https://oauth2.googleapis.com/token, as in the downloaded file.")
         }

@@ -9,6 +9,9 @@ struct FCMPushProvider: PushProvider {
     let client: FCMClient
     /// The time source for the message's time to live.
     let clock: any WallClock
+    /// The hosts a service account's `token_uri` may name (see ``CredentialValidator/fcm(_:tokenHosts:)``):
+    /// checked again before each use, since a service account stored by an older version was not.
+    let tokenHosts: Set<String>
 
     var channel: PushChannel { .fcm }
     var credentialKind: CredentialKind { .fcm }
@@ -34,6 +37,11 @@ struct FCMPushProvider: PushProvider {
     func push(_ payload: Payload, to binding: Binding, credential: FCMCredential, deadline: Date) async throws(PushRefusal)
         -> PushOutcome
     {
+        guard CredentialValidator.isAllowedTokenURI(credential.tokenURI, hosts: tokenHosts) else {
+            throw PushRefusal(
+                reason: "TokenURINotAllowed", description: "the service account's token_uri is not Google's; upload the service account again",
+                disposition: .fixConfiguration)
+        }
         let request: FCMRequest
         do {
             // android.ttl is by default the ring time left, so FCM drops a message that would arrive after the call.
