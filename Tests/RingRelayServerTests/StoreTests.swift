@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 import RingRelayCore
-import RingRelayStore
+@testable import RingRelayStore
 import RingRelayTesting
 import Testing
 import RingRelayWire
@@ -50,5 +50,30 @@ import RingRelayWire
             try await SQLiteStore.backup(databaseAt: directory.appending("missing.sqlite"), to: directory.appending("other.sqlite"))
         }
         #expect(!FileManager.default.fileExists(atPath: directory.appending("other.sqlite")))
+    }
+
+    /// `/metrics` reads counters the store keeps, never the bindings themselves (a `GROUP BY` over
+    /// every binding, under the store's lock, on every scrape): a counter changed behind the
+    /// store's back is what it reports.
+    @Test func bindingCountsAreReadFromTheKeptCounters() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.appending("ringrelay.sqlite")
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
+        let store = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
+        try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now))
+        for token in ["t1", "t2", "t3"] {
+            let registration = try BindingRegistration(
+                accountID: account.id, identity: "bob", type: .fcm, token: token, environment: nil, deviceID: nil, publicKey: nil)
+            _ = try await store.upsertBinding(registration, newID: ResourceID.make(ResourceID.binding), now: now)
+        }
+        #expect(try await store.bindingCounts().first { $0.type == .fcm && $0.status == .active }?.count == 3)
+
+        let other = try await SQLiteHandle.open(path: path)
+        _ = try await other.offloaded { try $0.query("UPDATE binding_counts SET n = 1000 WHERE type = 'fcm' AND status = 'active'") }
+        try await other.close()
+        #expect(try await store.bindingCounts().first { $0.type == .fcm && $0.status == .active }?.count == 1000)
+        try await store.close()
     }
 }
