@@ -6,10 +6,17 @@ import Synchronization
 /// Every binding write of an account drops that account's entries and bumps its version. A read
 /// that started before a write cannot put what it read back afterwards: ``store(_:accountID:identity:ifVersion:)``
 /// keeps the bindings only while the account's version is still the one seen before the read.
-/// The store is the only writer of its file, so nothing changes behind the cache's back.
+/// The store is the only writer of its file, so nothing changes behind the cache's back; still,
+/// an entry is kept at most ``maxAge``, so what an identity's bindings cost in memory ends with
+/// its calls.
 final class BindingCache: Sendable {
+    private struct Entry {
+        var bindings: [Binding]
+        var storedAt: ContinuousClock.Instant
+    }
+
     private struct State {
-        var entries: [String: [String: [Binding]]] = [:]
+        var entries: [String: [String: Entry]] = [:]
         var versions: [String: UInt64] = [:]
         var count = 0
     }
@@ -17,14 +24,21 @@ final class BindingCache: Sendable {
     private let state = Mutex(State())
     /// Identities held before the whole cache is dropped and starts over.
     let capacity: Int
+    /// How long an entry is used.
+    let maxAge: Duration
 
-    init(capacity: Int = 50_000) {
+    init(capacity: Int = 50_000, maxAge: Duration = .seconds(600)) {
         self.capacity = capacity
+        self.maxAge = maxAge
     }
 
     /// The cached bindings and the account's version, which a miss passes back to ``store``.
     func lookup(accountID: String, identity: String) -> (bindings: [Binding]?, version: UInt64) {
-        state.withLock { ($0.entries[accountID]?[identity], $0.versions[accountID, default: 0]) }
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            let entry = state.entries[accountID]?[identity]
+            return (entry.flatMap { now - $0.storedAt < maxAge ? $0.bindings : nil }, state.versions[accountID, default: 0])
+        }
     }
 
     /// Keeps `bindings` unless the account changed since `version` was read.
@@ -35,7 +49,7 @@ final class BindingCache: Sendable {
                 state.entries.removeAll(keepingCapacity: true)
                 state.count = 0
             }
-            if state.entries[accountID, default: [:]].updateValue(bindings, forKey: identity) == nil {
+            if state.entries[accountID, default: [:]].updateValue(Entry(bindings: bindings, storedAt: .now), forKey: identity) == nil {
                 state.count += 1
             }
         }
@@ -57,23 +71,30 @@ final class BindingCache: Sendable {
 /// Revoking a key or deleting an account drops the entries concerned and bumps the generation. A
 /// lookup that read its key from disk before such a change cannot put it back afterwards:
 /// ``store(_:ifGeneration:)`` keeps the key only while the generation is still the one the miss
-/// saw, so a revocation holds on the next request whatever the interleaving.
+/// saw, so a revocation holds on the next request whatever the interleaving. A key is kept at
+/// most ``maxAge``, then read again.
 final class KeyCache: Sendable {
     private struct State {
-        var keys: [String: APIKeyRecord] = [:]
+        var keys: [String: (key: APIKeyRecord, storedAt: ContinuousClock.Instant)] = [:]
         var generation: UInt64 = 0
     }
 
     private let state = Mutex(State())
     let capacity: Int
+    /// How long an entry is used.
+    let maxAge: Duration
 
-    init(capacity: Int = 10_000) {
+    init(capacity: Int = 10_000, maxAge: Duration = .seconds(600)) {
         self.capacity = capacity
+        self.maxAge = maxAge
     }
 
     /// The cached key and the current generation, which a miss passes back to ``store(_:ifGeneration:)``.
     func lookup(secretHash: String) -> (key: APIKeyRecord?, generation: UInt64) {
-        state.withLock { ($0.keys[secretHash], $0.generation) }
+        let now = ContinuousClock.now
+        return state.withLock { state in
+            (state.keys[secretHash].flatMap { now - $0.storedAt < maxAge ? $0.key : nil }, state.generation)
+        }
     }
 
     /// Keeps `key` unless a key was revoked or an account deleted since `generation` was read.
@@ -81,7 +102,7 @@ final class KeyCache: Sendable {
         state.withLock { state in
             guard state.generation == generation else { return }
             if state.keys.count >= capacity { state.keys.removeAll(keepingCapacity: true) }
-            state.keys[key.secretHash] = key
+            state.keys[key.secretHash] = (key, .now)
         }
     }
 
@@ -89,7 +110,7 @@ final class KeyCache: Sendable {
     func forget(where shouldForget: (APIKeyRecord) -> Bool) {
         state.withLock { state in
             state.generation &+= 1
-            state.keys = state.keys.filter { !shouldForget($0.value) }
+            state.keys = state.keys.filter { !shouldForget($0.value.key) }
         }
     }
 }

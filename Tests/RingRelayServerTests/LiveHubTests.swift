@@ -32,4 +32,27 @@ import Testing
         let again = hub.connect(key, lastEventID: ring, sink: sink)
         #expect(again.replayed == 1)
     }
+
+    /// The calls whose devices the hub remembers are bounded: past the limit, those with the
+    /// oldest last event are forgotten first, and the newest are kept.
+    @Test func rememberedCallsAreBounded() throws {
+        let clock = ManualWallClock(start: Date(timeIntervalSince1970: 1_790_000_000))
+        let hub = LiveHub(clock: clock, callDeviceLimit: 10)
+        let key = DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1")
+        _ = hub.connect(key, lastEventID: nil, sink: LiveHub.Sink(send: { _ in }, close: { _, _ in }))
+        var ids: [String] = []
+        for _ in 0..<25 {
+            clock.advance(by: 1)
+            let now = clock.now
+            let call = Call(
+                id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob",
+                state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+            _ = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
+            ids.append(call.id)
+        }
+        let remembered = ids.filter { hub.isConcerned(accountID: "acc", callID: $0, identities: []) }
+        #expect(remembered.count <= 10)
+        #expect(remembered.last == ids.last)
+        #expect(!remembered.contains(ids[0]))
+    }
 }

@@ -76,4 +76,22 @@ import RingRelayWire
         #expect(try await store.bindingCounts().first { $0.type == .fcm && $0.status == .active }?.count == 1000)
         try await store.close()
     }
+
+    /// The store's caches of keys and bindings are bounded in time as well as size: an entry is
+    /// used only until its age passes `maxAge`, then read from the file again.
+    @Test func cachedKeysAndBindingsExpire() async throws {
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let key = APIKeyRecord(id: "key_1", accountID: "acc_1", secretHash: "h", hint: "abcd", createdAt: now)
+        let keys = KeyCache(maxAge: .seconds(2))
+        keys.store(key, ifGeneration: keys.lookup(secretHash: "h").generation)
+        #expect(keys.lookup(secretHash: "h").key == key)
+        try await Task.sleep(for: .milliseconds(2_050))
+        #expect(keys.lookup(secretHash: "h").key == nil)
+
+        let bindings = BindingCache(maxAge: .seconds(2))
+        bindings.store([], accountID: "acc_1", identity: "bob", ifVersion: bindings.lookup(accountID: "acc_1", identity: "bob").version)
+        #expect(bindings.lookup(accountID: "acc_1", identity: "bob").bindings == [])
+        try await Task.sleep(for: .milliseconds(2_050))
+        #expect(bindings.lookup(accountID: "acc_1", identity: "bob").bindings == nil)
+    }
 }

@@ -83,11 +83,15 @@ final class LiveHub: Sendable {
     let outboxLimit: Int
     /// How long the devices of a call are remembered after its last event, for its next one.
     let callDeviceRetention: TimeInterval = 12 * 3600
+    /// Most calls whose devices are remembered; past it, the tenth with the oldest last event is
+    /// forgotten (their offline devices then miss those calls' later events).
+    let callDeviceLimit: Int
 
-    init(clock: any WallClock, endEventRetention: TimeInterval = 120, outboxLimit: Int = 64) {
+    init(clock: any WallClock, endEventRetention: TimeInterval = 120, outboxLimit: Int = 64, callDeviceLimit: Int = 100_000) {
         self.clock = clock
         self.endEventRetention = endEventRetention
         self.outboxLimit = outboxLimit
+        self.callDeviceLimit = callDeviceLimit
     }
 
     // MARK: Connections
@@ -367,8 +371,21 @@ final class LiveHub: Sendable {
         outbox.append(pending)
         if outbox.count > outboxLimit { outbox.removeFirst(outbox.count - outboxLimit) }
         state.outboxes[key] = outbox
+        if state.callDevices[pending.callID] == nil, state.callDevices.count >= callDeviceLimit {
+            forgetOldestCalls(in: &state)
+        }
         state.callDevices[pending.callID, default: []].insert(key)
         state.callLastEvent[pending.callID] = clock.now
+    }
+
+    /// Forgets the devices of the tenth of the remembered calls whose last event is oldest (a sort
+    /// once per tenth of the limit: cheap per call).
+    private func forgetOldestCalls(in state: inout State) {
+        let oldest = state.callLastEvent.sorted { $0.value < $1.value }.prefix(max(1, callDeviceLimit / 10))
+        for (callID, _) in oldest {
+            state.callDevices[callID] = nil
+            state.callLastEvent[callID] = nil
+        }
     }
 
     private func encode(_ frame: ServerFrame) -> String {
