@@ -423,8 +423,14 @@ struct LiveBenchResult: Codable {
             ring→device  p50 \(String(format: "%.2f", ringP50Ms)) ms, p90 \(String(format: "%.2f", ringP90Ms)) ms, p99 \(String(format: "%.2f", ringP99Ms)) ms, max \(String(format: "%.2f", ringMaxMs)) ms (POST sent → call.incoming read by the device)
             \(sealedSummary)refusals     \(refusals.isEmpty ? "none" : refusals.sorted { $0.value > $1.value }.map { "\($0.value) × \($0.key)" }.joined(separator: ", "))
             response     p50 \(String(format: "%.2f", responseP50Ms)) ms, p99 \(String(format: "%.2f", responseP99Ms)) ms (POST /v1/calls)
-            server RSS   \(mib(serverPeakRSSMiB)) peak
+            server       \(mib(serverPeakRSSMiB)) peak RSS; \(cpuSummary)
             """ + (instances > 1 ? "\n" + instancesSummary : "")
+    }
+
+    /// The server's CPU (user and system) over the calls, per call.
+    private var cpuSummary: String {
+        guard let cpu = serverCPUMicrosecondsPerCall else { return "CPU not measured (an instance was killed)" }
+        return String(format: "%.0f µs of CPU a call", cpu) + (instances > 1 ? ", all instances together" : "")
     }
 
     /// The lines of a run with several instances.
@@ -432,10 +438,9 @@ struct LiveBenchResult: Codable {
         guard instances > 1 else { return "" }
         func mibs(_ values: [Double?]) -> String { values.map { $0.map { String(format: "%.0f", $0) } ?? "gone" }.joined(separator: " / ") + " MiB" }
         let cross = crossRingP50Ms.flatMap { p50 in crossRingP99Ms.map { "p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", $0)) ms" } } ?? "none"
-        let cpu = serverCPUMicrosecondsPerCall.map { String(format: "%.0f µs of CPU a call, all instances together", $0) } ?? "CPU not measured (an instance was killed)"
         let killed = killedAfterSeconds.map { "last instance killed \($0) s into the calls; \(failovers) calls posted to the next instance; " } ?? ""
         return """
-            instances    \(instances) on PostgreSQL: idle RSS \(mibs(instanceIdleRSSMiB)), peak \(mibs(instancePeakRSSMiB)); \(cpu)
+            instances    \(instances) on PostgreSQL: idle RSS \(mibs(instanceIdleRSSMiB)), peak \(mibs(instancePeakRSSMiB))
             cross ring   \(crossRings) rings of calls posted to another instance: \(cross) (the ring→device line: same instance)
             final        \(killed)\(callsNotFinal) calls not in a final state after \(String(format: "%.1f", finalStatesSeconds)) s of reading them back
             """

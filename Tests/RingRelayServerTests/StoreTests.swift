@@ -8,16 +8,23 @@ import RingRelayWire
 
 /// What only the SQLite store does.
 @Suite struct StoreTests {
+    /// A new store at `path` with the account `acme` (one key).
+    private static func storeWithAccount(at path: String) async throws -> (SQLiteStore, Account) {
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
+        let store = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
+        try await store.createAccount(
+            account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now))
+        return (store, account)
+    }
+
     /// A backup is a consistent, private copy, made with the source open. (What both engines
     /// share is in StoreConformanceTests.)
     @Test func backupsCopyEverythingPrivately() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let path = directory.appending("ringrelay.sqlite")
-        let now = Date(timeIntervalSince1970: 1_790_000_000)
-        let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
-        let store = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
-        try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now))
+        let (store, account) = try await Self.storeWithAccount(at: path)
         // Copied while the store is open and has just written (the server runs meanwhile).
         try await SQLiteStore.backup(databaseAt: path, to: directory.appending("copy.sqlite"))
         let mode = try FileManager.default.attributesOfItem(atPath: directory.appending("copy.sqlite"))[.posixPermissions] as? Int
@@ -27,7 +34,7 @@ import RingRelayWire
 
         let copy = try await SQLiteStore.open(path: directory.appending("copy.sqlite"), logger: TestLogging.logger("test"))
         #expect(try await copy.listAccounts() == [account])
-        #expect(try await copy.schemaVersion() == 10)
+        #expect(try await copy.schemaVersion() == Migration.sqlite.last?.version)
         try await copy.close()
     }
 
@@ -59,14 +66,11 @@ import RingRelayWire
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let path = directory.appending("ringrelay.sqlite")
-        let now = Date(timeIntervalSince1970: 1_790_000_000)
-        let account = Account(id: ResourceID.make(ResourceID.account, at: now), name: "acme", createdAt: now)
-        let store = try await SQLiteStore.open(path: path, logger: TestLogging.logger("test"))
-        try await store.createAccount(account, firstKey: APIKeyRecord(id: ResourceID.make(ResourceID.apiKey), accountID: account.id, secretHash: "h", hint: "abcd", createdAt: now))
+        let (store, account) = try await Self.storeWithAccount(at: path)
         for token in ["t1", "t2", "t3"] {
             let registration = try BindingRegistration(
                 accountID: account.id, identity: "bob", type: .fcm, token: token, environment: nil, deviceID: nil, publicKey: nil)
-            _ = try await store.upsertBinding(registration, newID: ResourceID.make(ResourceID.binding), now: now)
+            _ = try await store.upsertBinding(registration, newID: ResourceID.make(ResourceID.binding), now: account.createdAt)
         }
         #expect(try await store.bindingCounts().first { $0.type == .fcm && $0.status == .active }?.count == 3)
 
