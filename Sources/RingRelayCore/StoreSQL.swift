@@ -13,6 +13,23 @@ package enum StoreSQL {
         )
         """
 
+    /// Provider calls past the retention but inside the day their notification id is kept for:
+    /// everything but what routes a replay to the call (ids, callee, state, times) is cleared.
+    /// Binds: the retention's cut-off twice (milliseconds).
+    package static let redactRetainedNotifications = """
+        UPDATE calls SET caller = NULL, caller_name = NULL, caller_avatar_url = NULL, metadata = NULL, answered_by = NULL, ended_by = NULL
+        WHERE created_at < $1 AND external_id IS NOT NULL
+            AND (caller IS NOT NULL OR caller_name IS NOT NULL OR caller_avatar_url IS NOT NULL OR metadata IS NOT NULL
+                OR answered_by IS NOT NULL OR ended_by IS NOT NULL)
+        RETURNING id
+        """
+
+    /// The delivery records of those calls (which device was rung, when, how it answered).
+    /// Binds: the retention's cut-off (milliseconds).
+    package static let forgetRetainedNotificationDeliveries = """
+        DELETE FROM deliveries WHERE call_id IN (SELECT id FROM calls WHERE created_at < $1 AND external_id IS NOT NULL)
+        """
+
     /// The device id that stands for every device of an identity in `signed_out_devices`.
     package static let everyDevice = ""
 

@@ -313,6 +313,11 @@ extension PostgresStore {
             )
             SELECT COUNT(*) AS n FROM pruned
             """)
+        // Provider calls kept for their notification id keep nothing else past the retention.
+        var cutoff = PostgresBindings()
+        cutoff.append(date.millis)
+        _ = try await self.rows(PostgresQuery(unsafeSQL: StoreSQL.forgetRetainedNotificationDeliveries, binds: cutoff))
+        _ = try await self.rows(PostgresQuery(unsafeSQL: StoreSQL.redactRetainedNotifications, binds: cutoff))
         return try rows.first?.integer("n") ?? 0
     }
 

@@ -1121,7 +1121,11 @@ extension SQLiteStore {
                     "DELETE FROM calls WHERE created_at < ? AND (external_id IS NULL OR created_at < ?) RETURNING id",
                     [.integer(date.millis), .integer(min(date, notifications).millis)])
             }
-            for row in pruned { self.callCache.forget(id: row.string("id")) }
+            // Provider calls kept for their notification id keep nothing else past the retention.
+            let cutoff: [SQLiteData] = [.integer(date.millis)]
+            _ = try connection.query(StoreSQL.forgetRetainedNotificationDeliveries, cutoff)
+            let redacted = try connection.query(StoreSQL.redactRetainedNotifications, cutoff)
+            for row in pruned + redacted { self.callCache.forget(id: row.string("id")) }
             return pruned.count
         }
     }

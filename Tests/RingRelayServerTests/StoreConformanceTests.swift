@@ -620,9 +620,18 @@ import Testing
         // The sweep finds the calls whose ring time is over, oldest deadline first.
         let expired = try await store.expiredRingingCalls(before: now.addingTimeInterval(40), limit: 10)
         #expect(expired.map(\.id) == [toAlice.id, providerCall.id])
-        // Provider calls (their notification ids) may be kept longer than the rest.
+        // Provider calls (their notification ids) may be kept longer than the rest, with nothing
+        // but what routes a replay to them: no caller, no delivery records.
+        store.recordDeliveries([
+            Delivery(id: ResourceID.make(ResourceID.delivery), callID: providerCall.id, bindingID: "bnd_1", channel: .apns, kind: "voip", createdAt: now)
+        ])
+        #expect(try await store.deliveries(callID: providerCall.id).count == 1)
         #expect(try await store.pruneCalls(createdBefore: now.addingTimeInterval(10), notificationsCreatedBefore: now) == 3)
-        #expect(try await store.call(id: providerCall.id, accountID: account) != nil)
+        let kept = try await store.call(id: providerCall.id, accountID: account)
+        #expect(kept?.externalID == providerCall.externalID)
+        #expect(kept?.callee == "erin")
+        #expect(kept != nil && kept?.caller == nil)
+        #expect(try await store.deliveries(callID: providerCall.id).isEmpty)
         #expect(try await store.pruneCalls(createdBefore: now.addingTimeInterval(10)) == 1)
         #expect(try await store.call(id: first.id, accountID: account) == nil)
         try await store.close()

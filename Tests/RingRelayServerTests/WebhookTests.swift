@@ -356,8 +356,9 @@ import Testing
         }
     }
 
-    /// A replayed webhook rings once even after its call passed a short retention: provider calls
-    /// are kept a day whatever --call-retention says (issue 16 item 10).
+    /// A replayed webhook rings once even after its call passed a short retention: a provider
+    /// call's notification id is kept a day whatever --call-retention says, and nothing else of
+    /// it past the retention (issue 16 item 10).
     @Test func aReplayAfterAShortRetentionStillRingsOnce() async throws {
         try await TestServer.withPushServer { server, simulator, client, key in
             let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
@@ -372,6 +373,12 @@ import Testing
             #expect(try replay.decode(WebhookRingResponse.self).callId == first.callId)
             try await Task.sleep(for: .milliseconds(300))
             #expect(simulator.received.count == 1, "the replay rang again")
+            // Past the retention only what routes the replay is kept: no caller, no deliveries.
+            let kept = try await client.send(.get, "/v1/calls/\(first.callId)", token: key).decode(CallResource.self)
+            #expect(kept.from == nil)
+            #expect(kept.metadata == nil)
+            #expect(kept.deliveries?.isEmpty ?? true)
+            #expect(kept.to == "bob")
             // After a day, the record goes like any other.
             server.clock.advance(by: 86_400)
             await pruner.prune()
