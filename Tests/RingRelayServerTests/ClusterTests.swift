@@ -117,7 +117,8 @@ import Testing
     }
 
     /// A binding removed or an account deleted through instance A ends the live connections its
-    /// devices hold on instance B (4004, 4003), as it would on A.
+    /// devices hold on instance B (4004, 4003), as it would on A; a key revoked through A is
+    /// refused by B at once.
     @Test func aChangeMadeThroughOneInstanceEndsTheLiveConnectionsOnAnother() async throws {
         try await Instances.with(2) { instances in
             let (a, account) = (instances.bases[0], instances.account)
@@ -134,6 +135,14 @@ import Testing
 
             #expect(try await ProcessTests.request(.DELETE, a + "/v1/bindings/\(bob.binding.id)", token: account.apiKey).0 == 204)
             #expect(try await bob.live.closeCode(timeout: .seconds(30)) == .unknown(LiveCloseCode.deviceUnbound.rawValue))
+
+            // A key revoked through A is refused by B on the very next request (no instance caches keys).
+            let (_, keyData) = try await ProcessTests.request(.POST, a + "/v1/accounts/\(account.id)/keys", token: Instances.adminToken, body: "{}")
+            let key = try JSONDecoder.ringRelay.decode(CreatedKey.self, from: keyData)
+            let b = instances.bases[1]
+            #expect(try await ProcessTests.request(.GET, b + "/v1/bindings", token: key.apiKey).0 == 200)
+            #expect(try await ProcessTests.request(.DELETE, a + "/v1/accounts/\(account.id)/keys/\(key.id)", token: Instances.adminToken).0 == 204)
+            #expect(try await ProcessTests.request(.GET, b + "/v1/bindings", token: key.apiKey).0 == 401)
 
             #expect(try await ProcessTests.request(.DELETE, a + "/v1/accounts/\(account.id)", token: Instances.adminToken).0 == 204)
             #expect(try await carol.live.closeCode(timeout: .seconds(30)) == .unknown(LiveCloseCode.accountDeleted.rawValue))
