@@ -107,9 +107,13 @@ public enum ClusterNotice: Sendable, Hashable, Codable {
     /// Devices of an identity lost their last binding (`deviceIDs`), or every binding of the
     /// identity was deleted (`nil`): their live connections end.
     case devicesUnbound(accountID: String, identity: String, deviceIDs: [String]?)
-    /// A call changed: its devices connected to other instances get these events (the call as
-    /// it is now is read from the store).
-    case callEvents(accountID: String, callID: String, events: [PlannedEvent])
+    /// A call changed to `version`: its devices connected to other instances get these events
+    /// (the call as it is now is read from the store; the version names the events, so every
+    /// instance gives a device's event the same id).
+    case callEvents(accountID: String, callID: String, version: Int, events: [PlannedEvent])
+    /// The device's connection is now held by `instance`: the others forget the events they kept
+    /// for it (it took them over) and stop sending it its calls' events.
+    case deviceMoved(LiveDeviceAddress, instance: String)
     /// Ring a device connected to the `target` instance, for the `origin` instance's ring.
     case ring(RemoteRing)
     /// The device acknowledged the ring `ringID` the `origin` instance asked for.
@@ -214,6 +218,39 @@ public protocol LiveDirectory: Sendable {
     func heartbeat() async throws
     /// Removes this instance and its devices (a graceful shutdown).
     func leave() async throws
+
+    /// Keeps events this instance holds for devices until they are acknowledged, where every
+    /// instance can read them (an event already kept is left as it is).
+    func keepEvents(_ events: [KeptLiveEvent]) async throws
+    /// Marks events settled: acknowledged by their device, or withdrawn (a ring whose call
+    /// stopped ringing). A settled event is not sent again, but tells which calls a device was in.
+    func settleEvents(_ eventIDs: [String]) async throws
+    /// Takes over the events other instances keep for `device` (it connected here): returns them
+    /// oldest first, acknowledged or not, and keeps them as this instance's from now on.
+    func takeOverEvents(of device: LiveDeviceAddress) async throws -> [KeptLiveEvent]
+}
+
+/// An event kept for a device until it is acknowledged (see ``LiveDirectory/keepEvents(_:)``).
+public struct KeptLiveEvent: Sendable, Hashable, Codable {
+    public var eventID: String
+    public var device: LiveDeviceAddress
+    public var callID: String
+    public var kind: String
+    /// The frame, as sent.
+    public var text: String
+    public var expiresAt: Date
+    public var acknowledged: Bool
+
+    /// Creates a kept event.
+    public init(eventID: String, device: LiveDeviceAddress, callID: String, kind: String, text: String, expiresAt: Date, acknowledged: Bool = false) {
+        self.eventID = eventID
+        self.device = device
+        self.callID = callID
+        self.kind = kind
+        self.text = text
+        self.expiresAt = expiresAt
+        self.acknowledged = acknowledged
+    }
 }
 
 /// What instances sharing a store need of each other: the bus and the directory.
@@ -232,6 +269,9 @@ public struct SingleInstanceBus: Cluster {
     public func remoteDevices(accountID: String, identity: String) async throws -> [String: String] { [:] }
     public func heartbeat() async throws {}
     public func leave() async throws {}
+    public func keepEvents(_ events: [KeptLiveEvent]) async throws {}
+    public func settleEvents(_ eventIDs: [String]) async throws {}
+    public func takeOverEvents(of device: LiveDeviceAddress) async throws -> [KeptLiveEvent] { [] }
 
     public func publish(_ notice: ClusterNotice) async throws {}
 

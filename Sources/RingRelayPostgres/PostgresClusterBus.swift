@@ -122,6 +122,8 @@ extension PostgresClusterBus {
             INSERT INTO cluster_instances (id, seen_at) VALUES (\(instanceID), \(unescaped: Self.now))
             ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at
             """)
+        // Events nobody can still be waiting for.
+        _ = try await store.rows("DELETE FROM live_events WHERE expires_at < \(unescaped: Self.now) - \(Self.removedAfterMilliseconds)")
         // Whoever beats first after an instance died removes what it left.
         _ = try await store.rows(
             """
@@ -133,6 +135,64 @@ extension PostgresClusterBus {
     public func leave() async throws {
         _ = try await store.rows("DELETE FROM live_devices WHERE instance_id = \(instanceID)")
         _ = try await store.rows("DELETE FROM cluster_instances WHERE id = \(instanceID)")
+    }
+}
+
+// MARK: - Kept events
+
+extension PostgresClusterBus {
+    public func keepEvents(_ events: [KeptLiveEvent]) async throws {
+        for start in stride(from: 0, to: events.count, by: 500) {
+            let chunk = events[start..<min(events.count, start + 500)]
+            var binds = PostgresBindings(capacity: chunk.count * 10)
+            var rows: [String] = []
+            for event in chunk {
+                let first = binds.count + 1
+                rows.append("(" + (first..<first + 10).map { "$\($0)" }.joined(separator: ", ") + ")")
+                binds.append(event.eventID)
+                binds.append(instanceID)
+                binds.append(event.device.accountID)
+                binds.append(event.device.identity)
+                binds.append(event.device.deviceID)
+                binds.append(event.callID)
+                binds.append(event.kind)
+                binds.append(event.text)
+                binds.append(event.expiresAt.millis)
+                binds.append(event.acknowledged)
+            }
+            // An account deleted meanwhile takes its devices' events with it (the foreign key):
+            // only rows whose account is still there are kept.
+            let sql = """
+                INSERT INTO live_events (event_id, instance_id, account_id, identity, device_id, call_id, kind, text, expires_at, acknowledged)
+                SELECT v.* FROM (VALUES \(rows.joined(separator: ", "))) AS v(event_id, instance_id, account_id, identity, device_id, call_id, kind, text, expires_at, acknowledged)
+                WHERE EXISTS (SELECT 1 FROM accounts WHERE id = v.account_id)
+                ON CONFLICT (event_id) DO NOTHING
+                """
+            _ = try await store.rows(PostgresQuery(unsafeSQL: sql, binds: binds))
+        }
+    }
+
+    public func settleEvents(_ eventIDs: [String]) async throws {
+        guard !eventIDs.isEmpty else { return }
+        _ = try await store.rows("UPDATE live_events SET acknowledged = true WHERE event_id = ANY(\(eventIDs))")
+    }
+
+    public func takeOverEvents(of device: LiveDeviceAddress) async throws -> [KeptLiveEvent] {
+        let rows = try await store.rows(
+            """
+            WITH taken AS (
+                UPDATE live_events SET instance_id = \(instanceID)
+                WHERE account_id = \(device.accountID) AND identity = \(device.identity) AND device_id = \(device.deviceID)
+                    AND instance_id <> \(instanceID) AND expires_at > \(unescaped: Self.now)
+                RETURNING seq, event_id, call_id, kind, text, expires_at, acknowledged
+            )
+            SELECT * FROM taken ORDER BY seq
+            """)
+        return try rows.map { row in
+            KeptLiveEvent(
+                eventID: try row.string("event_id"), device: device, callID: try row.string("call_id"), kind: try row.string("kind"),
+                text: try row.string("text"), expiresAt: try row.date("expires_at"), acknowledged: try row.boolean("acknowledged"))
+        }
     }
 }
 

@@ -239,5 +239,29 @@ extension PostgresMigration {
                 "CREATE INDEX live_devices_instance ON live_devices(instance_id)",
             ]),
         PostgresMigration(version: 4, name: "signed-out devices", statements: [StoreSQL.signedOutDevicesTable]),
+        PostgresMigration(
+            version: 5, name: "live events kept for every instance",
+            statements: [
+                // Each instance's events for devices, until acknowledged (or withdrawn, or
+                // expired): a device that reconnects to another instance gets them from there.
+                // `seq` is the one order of every instance's events.
+                """
+                CREATE TABLE live_events (
+                    seq BIGSERIAL PRIMARY KEY,
+                    event_id TEXT COLLATE "C" NOT NULL UNIQUE,
+                    instance_id TEXT COLLATE "C" NOT NULL,
+                    account_id TEXT COLLATE "C" NOT NULL REFERENCES accounts(id) ON DELETE CASCADE,
+                    identity TEXT NOT NULL,
+                    device_id TEXT NOT NULL,
+                    call_id TEXT COLLATE "C" NOT NULL,
+                    kind TEXT NOT NULL,
+                    text TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    acknowledged BOOLEAN NOT NULL DEFAULT false
+                )
+                """,
+                "CREATE INDEX live_events_device ON live_events(account_id, identity, device_id, seq)",
+                "CREATE INDEX live_events_expiry ON live_events(expires_at)",
+            ]),
     ]
 }

@@ -321,6 +321,62 @@ import Testing
         }
     }
 
+    /// A device whose instance died gets what it missed from the instance it reconnects to
+    /// (issue 20): a ring it had not acknowledged while the call still rings, then the call's end
+    /// as it happens; and the end of a call that ended while it was away, whose ring it had
+    /// acknowledged. Each event once, with the id it had.
+    @Test func aDeviceWhoseInstanceDiedGetsWhatItMissedWhereItReconnects() async throws {
+        try await Instances.with(3) { instances in
+            let bases = instances.bases
+            let aliceToken = try await instances.token("alice", "a1")
+            let bobToken = try await instances.token("bob", "b1")
+            func call() async throws -> CallResource {
+                let (status, data) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: aliceToken, body: #"{"to":"bob","ringTimeoutSeconds":60}"#)
+                #expect(status == 201, "\(String(decoding: data, as: UTF8.self))")
+                return try JSONDecoder.ringRelay.decode(CallResource.self, from: data)
+            }
+            /// Whether the instance keeps the event where the others can take it over (it writes
+            /// them a few milliseconds behind; one killed before would take it along).
+            func kept(_ eventID: String, acknowledged: Bool) async -> Bool {
+                await eventually {
+                    await instances.count(
+                        "SELECT COUNT(*)::bigint FROM live_events WHERE event_id = '\(eventID)' AND acknowledged = \(acknowledged)") == 1
+                }
+            }
+
+            // Bob on B does not acknowledge the ring; B dies; Bob comes back on C and rings there.
+            let onB = try await LiveDevice.connect(port: try instances.port(1), token: bobToken, autoAck: false)
+            let first = try await call()
+            let ring = try await onB.nextEvent(timeout: .seconds(30))
+            #expect(ring.type == .incoming)
+            #expect(await kept(ring.eventId, acknowledged: false))
+            instances.servers[1].signal(SIGKILL)
+            _ = try await instances.servers[1].waitForExit()
+            let onC = try await LiveDevice.connect(port: try instances.port(2), token: bobToken)
+            let replayed = try await onC.nextEvent(timeout: .seconds(30))
+            #expect(replayed.type == .incoming)
+            #expect(replayed.eventId == ring.eventId)
+            #expect(try await ProcessTests.request(.POST, bases[0] + "/v1/calls/\(first.id)/cancel", token: aliceToken).0 == 200)
+            #expect(try await onC.nextEvent(timeout: .seconds(30)).type == .cancelled)
+
+            // Bob on C acknowledges the next ring; C dies; the call is cancelled while he is away;
+            // back on A, he hears how it ended.
+            let second = try await call()
+            let secondRing = try await onC.nextEvent(timeout: .seconds(30))
+            #expect(secondRing.callId == second.id)
+            #expect(await kept(secondRing.eventId, acknowledged: true))
+            instances.servers[2].signal(SIGKILL)
+            _ = try await instances.servers[2].waitForExit()
+            #expect(try await ProcessTests.request(.POST, bases[0] + "/v1/calls/\(second.id)/cancel", token: aliceToken).0 == 200)
+            let onA = try await LiveDevice.connect(port: try instances.port(0), token: bobToken, lastEventID: secondRing.eventId)
+            let ending = try await onA.nextEvent(timeout: .seconds(30))
+            #expect(ending.type == .cancelled)
+            #expect(ending.callId == second.id)
+            #expect(try await onA.receivesNothing(within: .seconds(1)))
+            for device in [onB, onC, onA] { await device.close() }
+        }
+    }
+
     /// `bench live --instances 3 --kill-one-after`, tiny: calls posted to every instance ring
     /// devices on the others, the killed instance's devices reconnect elsewhere, no call is lost on
     /// the way (a call to the dead instance goes to the next), and every call ends.

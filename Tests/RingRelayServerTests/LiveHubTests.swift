@@ -2,6 +2,7 @@ import Foundation
 import RingRelayCore
 import RingRelayTesting
 import RingRelayWire
+import Synchronization
 import Testing
 
 @testable import RingRelayServer
@@ -54,5 +55,33 @@ import Testing
         #expect(remembered.count <= 10)
         #expect(remembered.last == ids.last)
         #expect(!remembered.contains(ids[0]))
+    }
+
+    /// A call's change gives a device the same event id on every instance, and a hub that is
+    /// handed the same change twice (from its own publish and another instance's notice) sends it
+    /// once.
+    @Test func aChangesEventHasOneIdEverywhereAndIsSentOnce() throws {
+        let clock = ManualWallClock(start: Date(timeIntervalSince1970: 1_790_000_000))
+        let key = DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1")
+        let now = clock.now
+        var call = Call(
+            id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob",
+            state: .cancelled, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+        call.version = 3
+        let cancelled = [PlannedEvent(kind: .cancelled, identity: "bob", devices: .all, reason: "cancelled")]
+        var texts: [[String]] = []
+        for _ in 0..<2 {
+            let hub = LiveHub(clock: clock)
+            let sent = Mutex<[String]>([])
+            _ = hub.connect(key, lastEventID: nil, sink: LiveHub.Sink(send: { text in sent.withLock { $0.append(text) } }, close: { _, _ in }))
+            hub.publish(cancelled, call: call)
+            hub.publish(cancelled, call: call, version: 3)
+            texts.append(sent.withLock { $0 }.filter { $0.contains("call.cancelled") })
+        }
+        #expect(texts.map(\.count) == [1, 1])
+        let ids = texts.compactMap { $0.first?.firstMatch(of: /"eventId":"(evt_[0-9a-f]+)"/)?.1 }.map(String.init)
+        #expect(ids.count == 2 && ids[0] == ids[1])
+        // Another change of the call (a newer version) is another event.
+        #expect(LiveHub.eventID(callID: call.id, version: 4, planned: cancelled[0], deviceID: "b1") != ids.first)
     }
 }

@@ -26,6 +26,22 @@ struct ClusterSync: Service {
     let logger: Logger
     /// Rings this instance asked other instances to send, waiting for their acknowledgement.
     private let remoteRings = RemoteRingWaits()
+    /// The hub's events on their way to the store, where the other instances can take them over.
+    private let keptEvents: KeptEventWrites
+
+    init(bus: any Cluster, store: any DataStore, credentials: CredentialCache, faults: ConfigurationFaults, hub: LiveHub, logger: Logger) {
+        self.bus = bus
+        self.store = store
+        self.credentials = credentials
+        self.faults = faults
+        self.hub = hub
+        self.logger = logger
+        keptEvents = KeptEventWrites(bus: bus, logger: logger)
+        if bus.hasPeers {
+            let writes = keptEvents
+            hub.keepEvents(with: LiveHub.Keeper(kept: { writes.keep($0) }, settled: { writes.settle($0) }))
+        }
+    }
     /// How often this instance says it is alive.
     static let heartbeatInterval: Duration = .seconds(2)
     /// Largest notice payload, well under PostgreSQL's 8,000 bytes: a call's events beyond it
@@ -45,7 +61,7 @@ struct ClusterSync: Service {
         hub.publish(events, call: call)
         guard bus.hasPeers else { return }
         for chunk in Self.chunks(events) {
-            await tellOthers(.callEvents(accountID: call.accountID, callID: call.id, events: chunk))
+            await tellOthers(.callEvents(accountID: call.accountID, callID: call.id, version: call.version, events: chunk))
         }
     }
 
@@ -81,12 +97,53 @@ struct ClusterSync: Service {
         }
     }
 
-    /// Records where a device's new connection is.
-    func deviceConnected(_ registration: LiveHub.Registration) async {
+    /// Records where a device's new connection is, and takes over what other instances kept for
+    /// it (it was connected to one of them, which may be gone): the events it has not
+    /// acknowledged, after `lastEventID`, minus the rings of calls that stopped ringing; then, for
+    /// each call whose ring ended while it was away, the event that tells it how.
+    func deviceConnected(_ registration: LiveHub.Registration, lastEventID: String?) async {
+        let address = Self.address(registration.key)
         do {
-            try await bus.connected(Self.address(registration.key), connection: registration.connectionID)
+            try await bus.connected(address, connection: registration.connectionID)
         } catch {
             logger.warning("could not record a live connection for the other instances", metadata: ["error.cause": .string("\(error)")])
+        }
+        guard bus.hasPeers else { return }
+        do {
+            // What this instance still has to write is the store's before anything is taken over.
+            await keptEvents.flush()
+            let taken = try await bus.takeOverEvents(of: address)
+            await tellOthers(.deviceMoved(address, instance: bus.instanceID))
+            guard !taken.isEmpty else { return }
+            try await replay(taken, to: registration, after: lastEventID)
+        } catch {
+            logger.warning("could not take over a device's events from other instances", metadata: ["error.cause": .string("\(error)")])
+        }
+    }
+
+    /// Sends a reconnected device what other instances kept for it (see ``deviceConnected(_:lastEventID:)``).
+    private func replay(_ taken: [KeptLiveEvent], to registration: LiveHub.Registration, after lastEventID: String?) async throws {
+        let key = registration.key
+        // Everything up to the last event the device saw counts as seen.
+        let seen = lastEventID.flatMap { last in taken.firstIndex { $0.eventID == last } }
+        let unseen = taken.indices.filter { !taken[$0].acknowledged && $0 > (seen ?? -1) }.map { taken[$0] }
+        var callIDs: [String] = []
+        for event in taken where !callIDs.contains(event.callID) { callIDs.append(event.callID) }
+        var calls: [String: Call] = [:]
+        for callID in callIDs { calls[callID] = try await store.call(id: callID, accountID: key.accountID) }
+        hub.adopt(
+            unseen.filter { event in
+                // A ring is sent again only while its call still rings the device's identity.
+                guard CallEventType(rawValue: event.kind)?.isRing == true else { return true }
+                return calls[event.callID]?.isRinging(key.identity) == true
+            }, into: registration)
+        // A call whose ring ended while the device was away, with no word of it kept: the end as
+        // the call's last change tells it (the same event, and id, as if it had been connected).
+        for callID in callIDs {
+            guard let call = calls[callID], !call.isRinging(key.identity),
+                !taken.contains(where: { $0.callID == callID && CallEventType(rawValue: $0.kind)?.isRing == false })
+            else { continue }
+            hub.publish(CallRules.events(after: call, actingDevice: nil), call: call, only: key)
         }
     }
 
@@ -152,12 +209,12 @@ struct ClusterSync: Service {
 
     private func receive(_ delivery: ClusterDelivery) async {
         switch delivery {
-        case .notice(.callEvents(let accountID, let callID, let events)):
+        case .notice(.callEvents(let accountID, let callID, let version, let events)):
             // Read the call only when a device here is concerned.
             guard hub.isConcerned(accountID: accountID, callID: callID, identities: Set(events.map(\.identity))) else { return }
             do {
                 guard let call = try await store.call(id: callID, accountID: accountID) else { return }
-                hub.publish(events, call: call)
+                hub.publish(events, call: call, version: version)
             } catch {
                 logger.warning("could not read a call another instance changed", metadata: ["error.cause": .string("\(error)")])
             }
@@ -167,6 +224,9 @@ struct ClusterSync: Service {
         case .notice(.ringAcknowledged(let ringID, let origin)):
             guard origin == bus.instanceID else { return }
             remoteRings.resolve(ringID)
+        case .notice(.deviceMoved(let device, let instance)):
+            guard instance != bus.instanceID else { return }
+            hub.forget(DeviceKey(accountID: device.accountID, identity: device.identity, deviceID: device.deviceID))
         case .notice(let notice):
             apply(notice)
         case .resynchronize:
@@ -192,7 +252,7 @@ struct ClusterSync: Service {
             hub.closeAccount(accountID)
         case .devicesUnbound(let accountID, let identity, let deviceIDs):
             hub.closeUnbound(accountID: accountID, identity: identity, deviceIDs: deviceIDs.map(Set.init))
-        case .callEvents, .ring, .ringAcknowledged:
+        case .callEvents, .ring, .ringAcknowledged, .deviceMoved:
             break
         }
     }
@@ -235,6 +295,72 @@ struct ClusterSync: Service {
         }
         if !current.isEmpty { chunks.append(current) }
         return chunks
+    }
+}
+
+/// The hub's kept and settled events, written to the store behind: what arrives while one write
+/// runs goes in the next, and writes run one at a time, so an event is always kept before it is
+/// settled.
+private final class KeptEventWrites: Sendable {
+    private struct Pending {
+        var events: [KeptLiveEvent] = []
+        var settled: [String] = []
+        var scheduled = false
+    }
+
+    private let pending = Mutex(Pending())
+    private let writes = AsyncMutex()
+    private let bus: any Cluster
+    private let logger: Logger
+    /// How long records wait, so that a ring and its acknowledgement go in one write.
+    static let writeBehind: Duration = .milliseconds(10)
+
+    init(bus: any Cluster, logger: Logger) {
+        self.bus = bus
+        self.logger = logger
+    }
+
+    func keep(_ events: [KeptLiveEvent]) {
+        schedule { $0.events += events }
+    }
+
+    func settle(_ eventIDs: [String]) {
+        schedule { $0.settled += eventIDs }
+    }
+
+    /// Writes what waits now (a device is about to be taken over).
+    func flush() async {
+        await write()
+    }
+
+    private func schedule(_ add: (inout Pending) -> Void) {
+        let start = pending.withLock { pending -> Bool in
+            add(&pending)
+            guard !pending.scheduled else { return false }
+            pending.scheduled = true
+            return true
+        }
+        guard start else { return }
+        Task {
+            try? await Task.sleep(for: Self.writeBehind)
+            await write()
+        }
+    }
+
+    private func write() async {
+        do {
+            try await writes.withLock {
+                let batch = pending.withLock { pending -> Pending in
+                    defer { pending = Pending() }
+                    return pending
+                }
+                if !batch.events.isEmpty { try await bus.keepEvents(batch.events) }
+                if !batch.settled.isEmpty { try await bus.settleEvents(batch.settled) }
+            }
+        } catch {
+            // Those events are not taken over if their device moves; it reads its calls instead.
+            logger.warning("could not keep live events for the other instances", metadata: ["error.cause": .string("\(error)")])
+        }
     }
 }
 

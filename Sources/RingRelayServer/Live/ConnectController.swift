@@ -102,7 +102,7 @@ struct ConnectController {
             })
         let registration = hub.connect(key, lastEventID: lastEventID, sink: sink)
         metrics.recordLiveConnections(hub.connectionCount)
-        await cluster.deviceConnected(registration)
+        await cluster.deviceConnected(registration, lastEventID: lastEventID)
         // The token was checked at the upgrade only: the connection ends when the token does
         // (4002), and the device comes back with a fresh one.
         let expiry = expiresAt.map { expiresAt in

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOCore
 import NIOPosix
@@ -23,7 +24,20 @@ struct DeviceKey: Sendable, Hashable {
 ///
 /// All state sits behind one lock; no method awaits while holding it, and frames are handed to each
 /// connection's ``Sink`` under it, so the order a device sees is the order of its ids.
+///
+/// With instances sharing a store, a ``Keeper`` also keeps each event where every instance can
+/// read it, and marks it settled once acknowledged or withdrawn: a device that reconnects to
+/// another instance gets there what it missed (see ``adopt(_:into:)``). The event of a call's
+/// change has the same id on every instance (``eventID(callID:version:planned:deviceID:)``), so
+/// an event two instances make for one device is one event.
 final class LiveHub: Sendable {
+    /// Where events are kept for the other instances; called after the hub's lock is released,
+    /// so it must only hand them on (it queues them for a write).
+    struct Keeper: Sendable {
+        var kept: @Sendable ([KeptLiveEvent]) -> Void
+        var settled: @Sendable ([String]) -> Void
+    }
+
     /// Where one connection's frames go. Called while the hub holds its lock, so both only hand the
     /// frame on, in order.
     struct Sink: Sendable {
@@ -75,6 +89,7 @@ final class LiveHub: Sendable {
     }
 
     private let state = Mutex(State())
+    private let keeper = Mutex<Keeper?>(nil)
     private let clock: any WallClock
     private let encoder = JSONEncoder.ringRelay
     /// How long an end event waits for a device that is offline.
@@ -94,6 +109,32 @@ final class LiveHub: Sendable {
         self.callDeviceLimit = callDeviceLimit
     }
 
+    /// Keeps every event from now on with `keeper` as well (instances sharing a store).
+    func keepEvents(with keeper: Keeper) {
+        self.keeper.withLock { $0 = keeper }
+    }
+
+    /// What one change of the hub's state gives the ``Keeper``, handed over after the lock.
+    private struct Kept {
+        var events: [KeptLiveEvent] = []
+        var settled: [String] = []
+
+        func handOver(to keeper: Keeper?) {
+            guard let keeper else { return }
+            if !events.isEmpty { keeper.kept(events) }
+            if !settled.isEmpty { keeper.settled(settled) }
+        }
+    }
+
+    /// The id of the event a call's change at `version` gives one device: the same on every
+    /// instance that makes it.
+    static func eventID(callID: String, version: Int, planned: PlannedEvent, deviceID: String) -> String {
+        let name = [callID, String(version), planned.kind.rawValue, planned.identity, deviceID, planned.participant ?? "", planned.reason ?? ""]
+            .joined(separator: "\u{1F}")
+        let digest = SHA256.hash(data: Data(name.utf8))
+        return ResourceID.event + "_" + digest.prefix(13).map { String(format: "%02x", $0) }.joined()
+    }
+
     // MARK: Connections
 
     /// A registered connection; pass it back to ``disconnect(_:)``.
@@ -107,6 +148,8 @@ final class LiveHub: Sendable {
     /// then every event the device has not acknowledged (after `lastEventID`, when it names one still kept).
     func connect(_ key: DeviceKey, lastEventID: String?, sink: Sink) -> Registration {
         let now = clock.now
+        var kept = Kept()
+        defer { kept.handOver(to: keeper.withLock { $0 }) }
         return state.withLock { state in
             state.nextConnectionID += 1
             let id = state.nextConnectionID
@@ -118,6 +161,7 @@ final class LiveHub: Sendable {
             var outbox = (state.outboxes[key] ?? []).filter { $0.expiresAt > now }
             // Everything up to the last event the device saw counts as seen.
             if let lastEventID, let seen = outbox.firstIndex(where: { $0.eventID == lastEventID }) {
+                kept.settled += outbox[...seen].map(\.eventID)
                 outbox.removeSubrange(...seen)
             }
             state.outboxes[key] = outbox.isEmpty ? nil : outbox
@@ -237,10 +281,12 @@ final class LiveHub: Sendable {
         var text = encode(.event(event))
         if let rawPayload { text = Self.splice(payload: rawPayload, into: text) }
         let pending = Pending(eventID: eventID, callID: call.id, text: text, isRing: true, expiresAt: call.ringDeadline)
+        var kept = Kept()
+        defer { kept.handOver(to: keeper.withLock { $0 }) }
         return state.withLock { state -> String? in
             guard let connection = state.connections[key] else { return nil }
             state.ackWaits[eventID] = .pending(key)
-            enqueue(pending, for: key, in: &state)
+            enqueue(pending, for: key, kind: kind, in: &state, kept: &kept)
             connection.sink.send(text)
             return eventID
         }
@@ -292,10 +338,13 @@ final class LiveHub: Sendable {
     /// - Returns: whether the event was waiting for an ack.
     @discardableResult
     func ack(_ eventID: String, from key: DeviceKey) -> Bool {
+        var kept = Kept()
+        defer { kept.handOver(to: keeper.withLock { $0 }) }
         let known = state.withLock { state -> Bool in
             if var outbox = state.outboxes[key], let index = outbox.firstIndex(where: { $0.eventID == eventID }) {
                 outbox.remove(at: index)
                 state.outboxes[key] = outbox.isEmpty ? nil : outbox
+                kept.settled = [eventID]
                 return true
             }
             // A ring withdrawn from the outbox because the call stopped ringing (another device
@@ -314,31 +363,40 @@ final class LiveHub: Sendable {
     /// A device's ring of the call that was never acknowledged is withdrawn once its ring is over:
     /// when the call stops ringing, or (in a ring group that rings on) when the device is told how
     /// its identity's part ended.
-    func publish(_ events: [PlannedEvent], call: Call) {
+    ///
+    /// - Parameters:
+    ///   - version: the call's version the events are of (another instance's change may be
+    ///     older than the call as read here); it names them.
+    ///   - only: send to this device only (one that reconnected and missed the change).
+    func publish(_ events: [PlannedEvent], call: Call, version: Int? = nil, only: DeviceKey? = nil) {
         let now = clock.now
         let resource = CallResource(call, deliveries: nil)
         let expiresAt = max(now.addingTimeInterval(endEventRetention), call.ringDeadline)
         let final = !call.isLive
+        var kept = Kept()
+        defer { kept.handOver(to: keeper.withLock { $0 }) }
         state.withLock { state in
             let rungBefore = state.callDevices[call.id] ?? []
             if call.state != .ringing, call.group == nil || final {
                 for key in rungBefore {
-                    state.outboxes[key]?.removeAll { $0.callID == call.id && $0.isRing }
+                    kept.settled += withdrawRings(of: call.id, for: key, in: &state)
                 }
             }
             for planned in events {
                 let identity = IdentityKey(accountID: call.accountID, identity: planned.identity)
                 var devices = Set((state.devicesByIdentity[identity] ?? []))
                 devices.formUnion(rungBefore.filter { $0.identity == planned.identity }.map(\.deviceID))
+                if let only { devices = only.identity == planned.identity ? [only.deviceID] : [] }
                 for deviceID in devices.sorted() where planned.devices.includes(deviceID) {
                     let key = DeviceKey(accountID: call.accountID, identity: planned.identity, deviceID: deviceID)
-                    if call.group != nil { state.outboxes[key]?.removeAll { $0.callID == call.id && $0.isRing } }
-                    let eventID = ResourceID.make(ResourceID.event, at: now)
+                    if call.group != nil { kept.settled += withdrawRings(of: call.id, for: key, in: &state) }
+                    let eventID = Self.eventID(callID: call.id, version: version ?? call.version, planned: planned, deviceID: deviceID)
                     let event = CallEvent(
                         type: planned.kind, eventId: eventID, callId: call.id, call: resource,
                         sentAt: now, reason: planned.reason, participant: planned.participant)
                     let text = encode(.event(event))
-                    enqueue(Pending(eventID: eventID, callID: call.id, text: text, isRing: false, expiresAt: expiresAt), for: key, in: &state)
+                    let pending = Pending(eventID: eventID, callID: call.id, text: text, isRing: false, expiresAt: expiresAt)
+                    guard enqueue(pending, for: key, kind: planned.kind, in: &state, kept: &kept) else { continue }
                     state.connections[key]?.sink.send(text)
                 }
             }
@@ -346,6 +404,46 @@ final class LiveHub: Sendable {
                 state.callDevices[call.id] = nil
                 state.callLastEvent[call.id] = nil
             }
+        }
+    }
+
+    /// Takes over events another instance kept for a device that has just connected here, oldest
+    /// first: each one the device does not have yet joins its outbox and is sent, after what it
+    /// got on connecting. (They stay kept: the store now names this instance as their keeper.)
+    /// - Returns: how many were sent.
+    @discardableResult
+    func adopt(_ events: [KeptLiveEvent], into registration: Registration) -> Int {
+        var kept = Kept()
+        return state.withLock { state in
+            guard let connection = state.connections[registration.key], connection.id == registration.connectionID else { return 0 }
+            var sent = 0
+            for event in events {
+                let kind = CallEventType(rawValue: event.kind) ?? .incoming
+                let pending = Pending(eventID: event.eventID, callID: event.callID, text: event.text, isRing: kind.isRing, expiresAt: event.expiresAt)
+                guard enqueue(pending, for: registration.key, kind: kind, in: &state, kept: &kept, keep: false) else { continue }
+                connection.sink.send(event.text)
+                sent += 1
+            }
+            return sent
+        }
+    }
+
+    /// Forgets what this instance kept for a device another instance holds now (it took the
+    /// events over), unless the device is connected here again.
+    func forget(_ key: DeviceKey) {
+        state.withLock { state in
+            guard state.connections[key] == nil else { return }
+            state.outboxes[key] = nil
+            for callID in state.callDevices.keys where state.callDevices[callID]?.contains(key) == true {
+                state.callDevices[callID]?.remove(key)
+            }
+        }
+    }
+
+    /// The kinds of the events of `callID` the device has waiting here.
+    func waitingKinds(of callID: String, for key: DeviceKey) -> Set<String> {
+        state.withLock { state in
+            Set((state.outboxes[key] ?? []).filter { $0.callID == callID }.map { $0.isRing ? "ring" : "change" })
         }
     }
 
@@ -366,16 +464,39 @@ final class LiveHub: Sendable {
         }
     }
 
-    private func enqueue(_ pending: Pending, for key: DeviceKey, in state: inout State) {
+    /// Adds an event to the device's outbox and hands it to the keeper.
+    /// - Returns: `false` when the device has the event already (another instance made it too).
+    @discardableResult
+    private func enqueue(_ pending: Pending, for key: DeviceKey, kind: CallEventType, in state: inout State, kept: inout Kept, keep: Bool = true) -> Bool {
         var outbox = state.outboxes[key] ?? []
+        guard !outbox.contains(where: { $0.eventID == pending.eventID }) else { return false }
         outbox.append(pending)
-        if outbox.count > outboxLimit { outbox.removeFirst(outbox.count - outboxLimit) }
+        if outbox.count > outboxLimit {
+            kept.settled += outbox.prefix(outbox.count - outboxLimit).map(\.eventID)
+            outbox.removeFirst(outbox.count - outboxLimit)
+        }
         state.outboxes[key] = outbox
+        if keep {
+            kept.events.append(
+                KeptLiveEvent(
+                    eventID: pending.eventID, device: LiveDeviceAddress(accountID: key.accountID, identity: key.identity, deviceID: key.deviceID),
+                    callID: pending.callID, kind: kind.rawValue, text: pending.text, expiresAt: pending.expiresAt))
+        }
         if state.callDevices[pending.callID] == nil, state.callDevices.count >= callDeviceLimit {
             forgetOldestCalls(in: &state)
         }
         state.callDevices[pending.callID, default: []].insert(key)
         state.callLastEvent[pending.callID] = clock.now
+        return true
+    }
+
+    /// Removes the device's unacknowledged rings of a call from its outbox; returns their ids.
+    private func withdrawRings(of callID: String, for key: DeviceKey, in state: inout State) -> [String] {
+        guard let outbox = state.outboxes[key] else { return [] }
+        let withdrawn = outbox.filter { $0.callID == callID && $0.isRing }.map(\.eventID)
+        guard !withdrawn.isEmpty else { return [] }
+        state.outboxes[key] = outbox.filter { !($0.callID == callID && $0.isRing) }
+        return withdrawn
     }
 
     /// Forgets the devices of the tenth of the remembered calls whose last event is oldest (a sort
