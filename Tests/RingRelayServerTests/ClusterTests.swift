@@ -169,7 +169,8 @@ import Testing
     /// A call spans instances (issue 20): the caller on A, the callee's phone connected to B and
     /// its tablet to C. Both ring live through their instances, each acknowledgement relayed back
     /// to A; the phone's accept on B reaches the caller on A and ends the tablet's ring on C; the
-    /// caller's hang-up reaches the phone. Every device hears one ending.
+    /// caller's hang-up reaches the phone. The next call is declined on C: the caller on A and the
+    /// phone on B hear it. Every device hears one ending of each call.
     @Test func aCallRingsDevicesOnEveryInstanceAndEachHearsItsEnding() async throws {
         try await Instances.with(3, arguments: ["--live-fallback", "20s"]) { instances in
             let (bases, key) = (instances.bases, instances.account.apiKey)
@@ -210,10 +211,22 @@ import Testing
             try await alice.send(.end(callId: call.id))
             #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .ended)
             #expect(try await alice.nextEvent(timeout: .seconds(30)).type == .ended)
+
+            // The next call is declined on C: the caller on A hears it, the phone on B is told.
+            let (_, nextData) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: aliceToken, body: #"{"to":"bob"}"#)
+            let next = try JSONDecoder.ringRelay.decode(CallResource.self, from: nextData)
+            #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .incoming)
+            #expect(try await tablet.nextEvent(timeout: .seconds(30)).type == .incoming)
+            try await tablet.send(.reject(callId: next.id))
+            #expect(try await alice.nextEvent(timeout: .seconds(30)).type == .rejected)
+            #expect(try await phone.nextEvent(timeout: .seconds(30)).type == .declinedElsewhere)
+            #expect(try await tablet.nextEvent(timeout: .seconds(30)).type == .rejected)
             try await Task.sleep(for: .milliseconds(500))
             for device in [alice, phone, tablet] {
-                let events = device.events.filter { $0.callId == call.id }
-                #expect(events.filter { TerminalEventTests.terminal.contains($0.type) }.count == 1, "\(events.map(\.type))")
+                for id in [call.id, next.id] {
+                    let events = device.events.filter { $0.callId == id }
+                    #expect(events.filter { TerminalEventTests.terminal.contains($0.type) }.count == 1, "\(events.map(\.type))")
+                }
                 await device.close()
             }
             // Gone devices leave the directory.
