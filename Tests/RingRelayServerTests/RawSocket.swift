@@ -14,20 +14,27 @@ enum RawSocket {
     static func exchange(port: Int, _ requests: [[UInt8]], pause: Duration = .milliseconds(200), timeout: Duration = .seconds(15)) async throws
         -> Answer
     {
+        try await offThePool { try blockingExchange(port: port, requests, pause: pause, timeout: timeout) }
+    }
+
+    /// Runs blocking socket work on a thread of its own. On the cooperative threads (two, on two
+    /// cores) it would stall the in-process servers that are to answer it, and other tests.
+    static func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try blockingExchange(port: port, requests, pause: pause, timeout: timeout) })
-            }
+            Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
         }
     }
 
     struct Failure: Error { var step: String }
 
-    /// A socket connected to 127.0.0.1:`port`; with `receiveBuffer`, that SO_RCVBUF set first.
-    static func connected(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
+    /// A socket connected to 127.0.0.1:`port`; with `receiveBuffer`, that SO_RCVBUF set first;
+    /// with `maxSegment`, that TCP segment size announced (the server then sizes its send buffer
+    /// as it would for a client across the internet, not for loopback's 64 KB segments).
+    static func connected(port: Int, receiveBuffer: Int32? = nil, maxSegment: Int32? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(step: "socket") }
         if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+        if var size = maxSegment { setsockopt(fd, Int32(IPPROTO_TCP), TCP_MAXSEG, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
