@@ -25,6 +25,54 @@ enum RawSocket {
         }
     }
 
+    /// Sends `head`, then `piece` after `piece` (each `interval` after the last went out whole),
+    /// at most `count` of them, until the server closes the connection or `window` passes;
+    /// reads all the while. Returns what came back and how many pieces went whole.
+    static func pour(port: Int, head: [UInt8], piece: [UInt8], every interval: Duration, count: Int, within window: Duration) async throws
+        -> (answer: Answer, pieces: Int)
+    {
+        try await offThePool {
+            let fd = try connected(port: port)
+            defer { close(fd) }
+            var wait = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var received = Data()
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            var pending = head
+            var pieces = -1
+            var next = ContinuousClock.now
+            let deadline = next + window
+            while ContinuousClock.now < deadline {
+                let got = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                if got > 0 {
+                    received.append(contentsOf: buffer[0..<got])
+                    continue
+                }
+                if got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) { return (Answer(data: received, closed: true), max(pieces, 0)) }
+                if pending.isEmpty, pieces < count, ContinuousClock.now >= next { pending = piece }
+                guard !pending.isEmpty else {
+                    usleep(5_000)
+                    continue
+                }
+                let sent = pending.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+                if sent > 0 {
+                    pending.removeFirst(sent)
+                    if pending.isEmpty {
+                        pieces += 1
+                        next = ContinuousClock.now + interval
+                    }
+                } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                    usleep(1_000)
+                } else {
+                    // Closed under the writes: what the server said before is still to be read.
+                    while case let got = recv(fd, &buffer, buffer.count, 0), got > 0 { received.append(contentsOf: buffer[0..<got]) }
+                    return (Answer(data: received, closed: true), max(pieces, 0))
+                }
+            }
+            return (Answer(data: received, closed: false), max(pieces, 0))
+        }
+    }
+
     struct Failure: Error { var step: String }
 
     /// A socket connected to 127.0.0.1:`port`; with `receiveBuffer`, that SO_RCVBUF set first;

@@ -57,7 +57,9 @@ public func buildApplication(
         server: .guardedHTTP1WebSocketUpgrade(
             router: router,
             configuration: .init(
-                http1: .init(idleTimeout: TimeAmount(configuration.idleTimeout)),
+                http1: .init(
+                    additionalChannelHandlers: [RequestReadGuard(bodyTimeout: TimeAmount(configuration.bodyTimeout))],
+                    idleTimeout: TimeAmount(configuration.idleTimeout)),
                 ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled)),
             connections: ConnectionLimiter(
                 maximum: configuration.maxConnections,
