@@ -127,6 +127,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
         middleware: AuthMiddleware(
             adminToken: services.adminToken, metricsToken: configuration.metricsToken, store: services.store, signer: services.signer, clock: services.clock))
     router.add(middleware: QueryParameterMiddleware())
+    router.add(middleware: BodilessRequestMiddleware())
     OpsController(store: services.store, faults: services.faults, metrics: services.metrics, metricsToken: configuration.metricsToken)
         .register(on: router)
     AccountsController(store: services.store, clock: services.clock, cluster: services.cluster, maxBodyBytes: maxBodyBytes).register(on: router)
