@@ -96,7 +96,7 @@ final class RequestReadGuard: ChannelDuplexHandler, RemovableChannelHandler {
             break
         case .end:
             answering = false
-            unanswered -= 1
+            unanswered = max(unanswered - 1, 0)
             // Answered before its body was read whole: what follows is only drained.
             if bodyDeadline != nil, unanswered == 0 { drained = 0 }
         }
