@@ -81,6 +81,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Longest a new connection may take to send its first request line and headers. [env: RINGRELAY_HEADER_TIMEOUT] (default: 30s)")
     var headerTimeout: String?
 
+    @Option(help: "Longest a request's body may take to arrive whole, from its head. [env: RINGRELAY_BODY_TIMEOUT] (default: 30s)")
+    var bodyTimeout: String?
+
     @Option(help: "Most connections open at once, HTTP and live together. [env: RINGRELAY_MAX_CONNECTIONS] (default: 20000)")
     var maxConnections: String?
 
@@ -135,6 +138,7 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.shutdownGrace] = shutdownGrace
         flags[.idleTimeout] = idleTimeout
         flags[.headerTimeout] = headerTimeout
+        flags[.bodyTimeout] = bodyTimeout
         flags[.maxConnections] = maxConnections
         flags[.maxConnectionsPerAddress] = maxConnectionsPerAddress
         flags[.callRetention] = callRetention

@@ -44,6 +44,10 @@ extension RingRelayError.Code {
 
     /// The request could not be read (Hummingbird refused it).
     public static let badRequest = Self(rawValue: "bad_request")
+    /// The HTTP/1 parser refused the request; the listener answers and closes the connection.
+    public static let invalidRequest = Self(rawValue: "invalid_request")
+    /// The request's body did not arrive within the body timeout; the connection is closed.
+    public static let requestTimeout = Self(rawValue: "request_timeout")
     /// The body is larger than the server accepts.
     public static let bodyTooLarge = Self(rawValue: "body_too_large")
     /// The request needs a body and has none.

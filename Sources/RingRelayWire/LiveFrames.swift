@@ -184,7 +184,8 @@ extension DeviceFrame: Codable {
         case "ping": self = .ping
         default:
             throw DeviceFrameError(
-                code: "unknown_frame_type", message: "Unknown frame type '\(type)'; use ack, accept, reject, cancel, end or ping.")
+                code: "unknown_frame_type",
+                message: "Unknown frame type '\(ClientText.echo(type))'; use ack, accept, reject, cancel, end or ping.")
         }
     }
 

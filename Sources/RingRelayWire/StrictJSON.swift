@@ -143,7 +143,7 @@ private struct Validator {
         guard quote == UInt8(ascii: "\"") else { throw fail("\(Self.describe(quote)) where a member name in double quotes should be") }
         let name = try string(decoding: true) ?? []
         guard names.insert(name).inserted else {
-            throw fail("the member name '\(String(decoding: name.prefix(64), as: UTF8.self))' twice in one object", at: start)
+            throw fail("the member name '\(ClientText.echo(String(decoding: name, as: UTF8.self)))' twice in one object", at: start)
         }
         skipWhitespace()
         guard let colon = peek else { throw unexpectedEnd }

@@ -25,6 +25,32 @@ import Testing
         }
     }
 
+    /// An operation that takes no body refuses one, whatever it holds, and does nothing: a DELETE
+    /// with a megabyte of unknown fields used to revoke the key and answer 204.
+    @Test func operationsWithoutABodyRefuseOne() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let admin = server.adminToken
+            let account = try await client.createAccount("acme", admin: admin)
+            let key = try await client.send(.post, "/v1/accounts/\(account.id)/keys", token: admin).decode(CreatedKey.self)
+            let revoke = "/v1/accounts/\(account.id)/keys/\(key.id)"
+            for body in [#"{"\#(String(repeating: "x", count: 1 << 20))":1}"#, "{}", " "] {
+                let refused = try await client.send(.delete, revoke, token: admin, json: body)
+                #expect(refused.status == .contentTooLarge, "\(body.prefix(20))")
+                #expect(refused.errorCode == "body_too_large")
+                #expect(String(buffer: refused.body).contains("takes no request body"))
+            }
+            #expect(try await client.send(.get, "/v1/bindings", token: key.apiKey).status == .ok, "the key was revoked")
+            for (method, path, token) in [(HTTPRequest.Method.get, "/v1/accounts", admin), (.get, "/v1/bindings", key.apiKey), (.get, "/healthz", nil)] {
+                #expect(try await client.send(method, path, token: token, json: "{}").errorCode == "body_too_large", "\(path)")
+            }
+            // No body, or an empty one, is what these operations take.
+            #expect(try await client.send(.get, "/v1/accounts", token: admin, json: "").status == .ok)
+            #expect(try await client.send(.delete, revoke, token: admin).status == .noContent)
+            #expect(try await client.send(.get, "/v1/bindings", token: key.apiKey).status == .unauthorized)
+        }
+    }
+
     @Test func adminCreatesListsAndDeletesAccounts() async throws {
         let server = try await TestServer.make()
         try await server.withClient { client in

@@ -11,7 +11,8 @@ import Testing
 
 /// Devices that send junk, or stop reading (issue 16 item 3).
 @Suite struct HostileLiveClientTests {
-    /// Error frames never echo the device's unbounded text: a 15 KB field name comes back cut to 64 bytes.
+    /// Error frames never echo the device's unbounded text: a 15 KB field name or frame type, or
+    /// one character of 5,000 combining marks, comes back as at most 64 bytes.
     @Test func errorFramesDoNotEchoUnboundedClientText() async throws {
         let server = try await TestServer.make(start: Date())
         let adminToken = server.adminToken
@@ -19,16 +20,74 @@ import Testing
             let port = try #require(client.port)
             let key = try await client.createAccount("acme", admin: adminToken).apiKey
             let token = try await client.accessToken(identity: "bob", deviceID: "b1", key: key)
-            let device = try RawWebSocket(port: port, path: "/v1/connect?access_token=\(token)", receiveBuffer: 1 << 20)
+            let device = try await RawSocket.offThePool { try RawWebSocket(port: port, path: "/v1/connect?access_token=\(token)", receiveBuffer: 1 << 20) }
             defer { device.close() }
             #expect(device.handshake.hasPrefix("HTTP/1.1 101"), "\(device.handshake)")
             let junk = String(repeating: "j", count: 15_000)
-            #expect(device.sendTextFrames(Array(#"{"type":"pong","\#(junk)":1}"#.utf8), count: 20, giveUpAfter: .seconds(5)) == 20)
-            let marker = Array("unknown_field".utf8)
-            let answers = device.read(for: .seconds(10)) { $0.ranges(of: marker).count >= 20 }
-            #expect(answers.ranges(of: marker).count == 20, "every frame got its error frame (\(answers.count) bytes)")
-            #expect(answers.count < 20 * 400, "no answer echoes 15 KB (\(answers.count) bytes for 20 answers)")
-            #expect(answers.firstRange(of: Array(String(repeating: "j", count: 65).utf8)) == nil)
+            // One character: an "e" and 5,000 combining acute accents (10 KB).
+            let accented = "e" + String(repeating: "\u{301}", count: 5_000)
+            let frames = [
+                (#"{"type":"pong","\#(junk)":1}"#, "unknown_field"), (#"{"type":"\#(junk)"}"#, "unknown_frame_type"),
+                (#"{"type":"ping","\#(accented)":1}"#, "unknown_field"), (#"{"type":"\#(accented)"}"#, "unknown_frame_type"),
+            ]
+            for (frame, code) in frames {
+                #expect(try await RawSocket.offThePool { device.sendTextFrames(Array(frame.utf8), count: 20, giveUpAfter: .seconds(5)) } == 20)
+                let marker = Array(code.utf8)
+                let answers = try await RawSocket.offThePool { device.read(for: .seconds(10)) { $0.ranges(of: marker).count >= 20 } }
+                #expect(answers.ranges(of: marker).count == 20, "every frame got its \(code) error frame (\(answers.count) bytes)")
+                #expect(answers.count < 20 * 400, "no answer echoes 10-15 KB (\(answers.count) bytes for 20 answers)")
+                #expect(answers.firstRange(of: Array(String(repeating: "j", count: 65).utf8)) == nil)
+                #expect(answers.firstRange(of: Array(String(repeating: "\u{301}", count: 33).utf8)) == nil)
+            }
+        }
+    }
+
+    /// A device that floods 15 KB junk frames and never reads, on a real socket: once the answers
+    /// waiting for it pass its outbound budget, the server answers nothing more and ends the
+    /// connection with 1008 and its reason, after the answers that waited; it serves everyone
+    /// else meanwhile.
+    @Test func aDeviceThatNeverReadsIsClosedPastItsBudget() async throws {
+        var server = try await TestServer.make(start: Date())
+        // Under NIO's 64 KiB high-water mark, so that the waiting answers pass the budget before
+        // reads are held for writability (which would only hold this device, not close it).
+        server.configuration.liveOutboundBudget = LiveOutboundLimits(bytes: 16 * 1024, frames: 1024)
+        let adminToken = server.adminToken
+        try await server.withClient(.live) { client in
+            let port = try #require(client.port)
+            let key = try await client.createAccount("acme", admin: adminToken).apiKey
+            let token = try await client.accessToken(identity: "bob", deviceID: "b1", key: key)
+            // An internet-sized segment: the server's kernel then takes about 100 KB of answers
+            // before they wait in the server (with loopback's segments, 4 MB).
+            let device = try await RawSocket.offThePool {
+                try RawWebSocket(port: port, path: "/v1/connect?access_token=\(token)", receiveBuffer: 4096, maxSegment: 1400)
+            }
+            defer { device.close() }
+            #expect(device.handshake.hasPrefix("HTTP/1.1 101"), "\(device.handshake)")
+            let junk = Array(#"{"type":"ping","\#(String(repeating: "j", count: 15_000))":1}"#.utf8)
+            // About 1,000 answers fill the server's socket and the budget; 5,000 frames is 75 MB.
+            let sent = try await RawSocket.offThePool { device.sendTextFrames(junk, count: 5_000, giveUpAfter: .seconds(10)) }
+
+            let (received, ended) = try await RawSocket.offThePool { device.readToEnd(within: .seconds(60)) }
+            #expect(ended, "the server did not end the stream after its close frame")
+            let frames = RawWebSocket.frames(in: received)
+            let close = try #require(frames.last, "nothing came back")
+            #expect(close.opcode == 0x8, "the last frame is not a close frame: \(frames.count) frames")
+            #expect(close.payload.prefix(2) == [0x03, 0xF0], "close code \(close.payload.prefix(2)), not 1008")
+            #expect(String(decoding: close.payload.dropFirst(2), as: UTF8.self) == LiveCloseCode.policyViolation.reason)
+            #expect(frames.filter { $0.opcode == 0x8 }.count == 1)
+            #expect(frames.count < sent / 2, "\(frames.count) frames came back for \(sent) sent: the server went on answering")
+
+            // The server goes on serving: another device's ping is answered, and so is the API.
+            let otherToken = try await client.accessToken(identity: "carol", deviceID: "c1", key: key)
+            let other = try await RawSocket.offThePool { try RawWebSocket(port: port, path: "/v1/connect?access_token=\(otherToken)", receiveBuffer: 1 << 16) }
+            defer { other.close() }
+            let pong = Array(#""type":"pong""#.utf8)
+            let answered = try await RawSocket.offThePool {
+                _ = other.sendTextFrames(Array(#"{"type":"ping"}"#.utf8), count: 1, giveUpAfter: .seconds(5))
+                return other.read(for: .seconds(20)) { $0.firstRange(of: pong) != nil }
+            }
+            #expect(answered.firstRange(of: pong) != nil, "no pong")
+            #expect(try await client.send(.get, "/healthz").status == .ok)
         }
     }
 
@@ -79,8 +138,8 @@ final class RawWebSocket: @unchecked Sendable {
     let handshake: String
 
     /// Connects; with a `path`, upgrades to a WebSocket (without one, it only holds a connection).
-    init(port: Int, path: String?, receiveBuffer: Int32) throws {
-        let descriptor = try RawSocket.connected(port: port, receiveBuffer: receiveBuffer)
+    init(port: Int, path: String?, receiveBuffer: Int32, maxSegment: Int32? = nil) throws {
+        let descriptor = try RawSocket.connected(port: port, receiveBuffer: receiveBuffer, maxSegment: maxSegment)
         guard let path else {
             fd = descriptor
             handshake = ""
@@ -137,6 +196,50 @@ final class RawWebSocket: @unchecked Sendable {
             if count > 0 { data += buffer[0..<count] } else if count == 0 { break } else { usleep(10_000) }
         }
         return data
+    }
+
+    /// Everything until the server ends the stream (`ended`), resets it, or `window` passes.
+    func readToEnd(within window: Duration) -> (data: [UInt8], ended: Bool) {
+        var data: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        let deadline = ContinuousClock.now + window
+        while ContinuousClock.now < deadline {
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if count > 0 {
+                data += buffer[0..<count]
+            } else if count == 0 {
+                return (data, true)
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                usleep(10_000)
+            } else {
+                break
+            }
+        }
+        return (data, false)
+    }
+
+    /// The frames in what a server sent (unmasked): each one's opcode and payload; a frame cut
+    /// short at the end is left out.
+    static func frames(in data: [UInt8]) -> [(opcode: UInt8, payload: [UInt8])] {
+        var frames: [(opcode: UInt8, payload: [UInt8])] = []
+        var index = 0
+        while index + 2 <= data.count {
+            var length = Int(data[index + 1] & 0x7F)
+            var start = index + 2
+            if length == 126 {
+                guard start + 2 <= data.count else { break }
+                length = Int(data[start]) << 8 | Int(data[start + 1])
+                start += 2
+            } else if length == 127 {
+                guard start + 8 <= data.count else { break }
+                length = data[start..<start + 8].reduce(0) { $0 << 8 | Int($1) }
+                start += 8
+            }
+            guard start + length <= data.count else { break }
+            frames.append((data[index] & 0x0F, Array(data[start..<start + length])))
+            index = start + length
+        }
+        return frames
     }
 
     func close() {

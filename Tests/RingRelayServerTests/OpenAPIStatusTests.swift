@@ -228,7 +228,7 @@ import Testing
                     return (uri, [.sparkSignature: mac.map { String(format: "%02x", $0) }.joined()])
                 }),
             "POST /v1/calls": Fixture(
-                body: #"{"from":"alice","to":"bob"}"#, expect: .created,
+                body: #"{"from":"alice","to":"bob"}"#, bodyLimit: CallsController.maxStartBodyBytes(general: maxBody), expect: .created,
                 extra: [Probe("callee without devices", .token(.apiKey), body: .text(#"{"from":"alice","to":"nobody"}"#))]),
             "GET /v1/calls": Fixture(
                 expect: .ok,

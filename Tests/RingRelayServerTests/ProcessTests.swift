@@ -446,13 +446,14 @@ import Testing
         #expect(closeFrame != nil, "no close frame with 1001 among \(received.count) bytes: \(received.suffix(40).map { String($0, radix: 16) })")
     }
 
-    /// Silent sockets, half-sent headers, a stalled body and an idle keep-alive connection are all
-    /// closed by their timeouts; connections past the per-address cap are refused at once.
+    /// Silent sockets, half-sent headers, a stalled body, a body that trickles in a byte at a time
+    /// and an idle keep-alive connection are all closed by their timeouts; connections past the
+    /// per-address cap, or past the global cap behind a proxy, are refused at once.
     @Test func timeoutsAndConnectionCapsCloseWhatHangsAround() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let server = try ServerProcess(
-            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--header-timeout", "1s", "--idle-timeout", "2s"],
+            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--header-timeout", "1s", "--idle-timeout", "2s", "--body-timeout", "1s"],
             directory: directory.path)
         let port = try #require(URL(string: try await server.waitUntilListening())?.port)
         let started = ContinuousClock.now
@@ -463,9 +464,14 @@ import Testing
                     ("half headers \(index)", try await RawSocket.exchange(port: port, [Array("GET /healthz HTTP/1.1\r\nHos".utf8)], timeout: .seconds(10)))
                 }
             }
+            let head = "POST /v1/accounts HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer \(adminToken)\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
             group.addTask {
-                let head = "POST /v1/accounts HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer \(self.adminToken)\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
-                return ("half a body", try await RawSocket.exchange(port: port, [Array(head.utf8) + Array(#"{"name":"#.utf8)], timeout: .seconds(10)))
+                ("half a body", try await RawSocket.exchange(port: port, [Array(head.utf8) + Array(#"{"name":"#.utf8)], timeout: .seconds(10)))
+            }
+            // A byte every 200 ms restarts the idle timeout every time: the body would take 200 s.
+            group.addTask {
+                let poured = try await RawSocket.pour(port: port, head: Array(head.utf8), piece: [0x20], every: .milliseconds(200), count: 1000, within: .seconds(10))
+                return ("trickled body", poured.answer)
             }
             group.addTask {
                 ("idle keep-alive", try await RawSocket.exchange(port: port, [Array("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n".utf8)], timeout: .seconds(10)))
@@ -477,25 +483,32 @@ import Testing
         let took = ContinuousClock.now - started
         for (name, answer) in answers { #expect(answer.closed, "\(name) was still open") }
         #expect(answers.first { $0.0 == "idle keep-alive" }?.1.text.hasPrefix("HTTP/1.1 200") == true)
+        for name in ["half a body", "trickled body"] {
+            let text = answers.first { $0.0 == name }?.1.text ?? ""
+            #expect(text.hasPrefix("HTTP/1.1 408 ") && text.contains(#""code":"request_timeout""#), "\(name): \(text)")
+        }
         #expect(took < .seconds(8), "closing took \(took) with 1 s and 2 s timeouts")
         server.signal(SIGTERM)
         #expect(try await server.waitForExit() == 0)
 
-        let capped = try ServerProcess(
-            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken, "--max-connections-per-address", "5"], directory: directory.path)
-        let cappedPort = try #require(URL(string: try await capped.waitUntilListening())?.port)
-        let holders = try (0..<5).map { _ in try RawWebSocket(port: cappedPort, path: nil, receiveBuffer: 1 << 16) }
-        try await Task.sleep(for: .milliseconds(300))
-        let refused = try await RawSocket.exchange(port: cappedPort, [Array("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n".utf8)], timeout: .seconds(5))
-        #expect(refused.closed && refused.data.isEmpty, "a sixth connection from the same address was served: \(refused.text.prefix(40))")
-        holders[0].close()
-        try await Task.sleep(for: .milliseconds(300))
-        let admitted = try await RawSocket.exchange(
-            port: cappedPort, [Array("GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".utf8)], timeout: .seconds(5))
-        #expect(admitted.text.hasPrefix("HTTP/1.1 200"), "\(admitted.text.prefix(40))")
-        for holder in holders.dropFirst() { holder.close() }
-        capped.signal(SIGTERM)
-        #expect(try await capped.waitForExit() == 0)
+        // The per-address cap; and the global one, which holds behind a proxy too (where every
+        // connection comes from the proxy, so the per-address cap is off).
+        for cap in [["--max-connections-per-address", "5"], ["--max-connections", "5", "--trust-proxy"]] {
+            let capped = try ServerProcess(["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken] + cap, directory: directory.path)
+            let cappedPort = try #require(URL(string: try await capped.waitUntilListening())?.port)
+            let holders = try (0..<5).map { _ in try RawWebSocket(port: cappedPort, path: nil, receiveBuffer: 1 << 16) }
+            try await Task.sleep(for: .milliseconds(300))
+            let refused = try await RawSocket.exchange(port: cappedPort, [Array("GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n".utf8)], timeout: .seconds(5))
+            #expect(refused.closed && refused.data.isEmpty, "\(cap): a sixth connection was served: \(refused.text.prefix(40))")
+            holders[0].close()
+            try await Task.sleep(for: .milliseconds(300))
+            let admitted = try await RawSocket.exchange(
+                port: cappedPort, [Array("GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n".utf8)], timeout: .seconds(5))
+            #expect(admitted.text.hasPrefix("HTTP/1.1 200"), "\(cap): \(admitted.text.prefix(40))")
+            for holder in holders.dropFirst() { holder.close() }
+            capped.signal(SIGTERM)
+            #expect(try await capped.waitForExit() == 0)
+        }
     }
 
     /// The database and its WAL are the server's alone (0600), and a data directory others can

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import RingRelayCore
 import RingRelayTesting
 import RingRelayWire
 import Testing
@@ -47,6 +48,51 @@ import Testing
             let call = try placed.decode(CallResource.self)
             #expect(call.displayName == nil)
             #expect(call.metadata == nil)
+        }
+    }
+
+    /// The largest valid sealed call fits the route's limit: twenty callees with 256-byte
+    /// identities and 100 boxes of 3,072 characters (about 320 KB; the general 64 KiB limit
+    /// refused it), padded to the limit even. One box more is refused by name, one byte more 413.
+    @Test func theLargestSealedCallFitsItsLimit() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            let callees = (0..<RingGroup.maxMembers).map { "callee-\($0)-".padding(toLength: 256, withPad: "x", startingAt: 0) }
+            let caller = "caller-".padding(toLength: 256, withPad: "x", startingAt: 0)
+            // Five FCM bindings with a key for each callee (FCM is not configured: ringing sends nothing).
+            let publicKey = IdentityKeysTests.publicKey()
+            let upserts = callees.flatMap { identity in
+                (0..<5).map { #"{"identity":"\#(identity)","type":"fcm","token":"\#(identity)-\#($0)","publicKey":"\#(publicKey)"}"# }
+            }
+            let batch = try await client.send(.post, "/v1/bindings/batch", token: key, json: #"{"upsert":[\#(upserts.joined(separator: ","))]}"#)
+            #expect(batch.status == .ok, "\(String(buffer: batch.body).prefix(300))")
+            let bindings = try await client.send(.get, "/v1/bindings?limit=500", token: key).decode(BindingList.self).data.map(\.id)
+            #expect(bindings.count == CallService.maxSealedInvites)
+
+            let box = Data(repeating: 0xAB, count: 2304).base64EncodedString()
+            #expect(box.count == CallService.maxSealedBoxLength)
+            func call(boxing ids: [String]) -> String {
+                let sealed = ids.map { #"{"bindingId":"\#($0)","box":"\#(box)"}"# }.joined(separator: ",")
+                let to = callees.map { #""\#($0)""# }.joined(separator: ",")
+                return #"{"from":"\#(caller)","to":[\#(to)],"mode":"all","media":"video","ringTimeoutSeconds":180,"ifBusy":"ring","notifyMissed":true,"sealed":[\#(sealed)]}"#
+            }
+            let largest = call(boxing: bindings)
+            #expect(largest.utf8.count > 300_000)
+            let limit = CallsController.maxStartBodyBytes(general: server.configuration.maxBodyBytes)
+            // JSON may have any amount of whitespace: the same call padded to the limit, and past it.
+            func padded(_ size: Int) -> String { largest.dropLast() + String(repeating: " ", count: size - largest.utf8.count) + "}" }
+            for body in [largest, padded(limit)] {
+                let placed = try await client.send(.post, "/v1/calls", token: key, json: body)
+                #expect(placed.status == .created, "\(body.utf8.count) bytes: \(String(buffer: placed.body).prefix(300))")
+                #expect(try placed.decode(CallResource.self).sealed == true)
+            }
+            let oneBoxMore = try await client.send(.post, "/v1/calls", token: key, json: call(boxing: bindings + [bindings[0]]))
+            #expect(oneBoxMore.status == .unprocessableContent)
+            #expect(String(buffer: oneBoxMore.body).contains("The field 'sealed' is invalid: must hold at most 100 invites"), "\(String(buffer: oneBoxMore.body))")
+            let oneByteMore = try await client.send(.post, "/v1/calls", token: key, json: padded(limit + 1))
+            #expect(oneByteMore.status == .contentTooLarge)
+            #expect(oneByteMore.errorCode == "body_too_large")
         }
     }
 

@@ -139,6 +139,38 @@ import Testing
         }
     }
 
+    /// Names the client made up come back in error messages cut to 64 bytes between characters,
+    /// however long they are or however many marks one character carries, and a query of many
+    /// unknown names is not echoed whole.
+    @Test func errorMessagesEchoAtMost64BytesOfClientText() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            // One character of 10 KB: an "e" and 5,000 combining acute accents.
+            let accented = "e" + String(repeating: "\u{301}", count: 5_000)
+            let long = String(repeating: "j", count: 15_000)
+            for name in [accented, long] {
+                let field = try await client.send(.post, "/v1/bindings", token: key, json: #"{"identity":"bob","type":"fcm","token":"t","\#(name)":1}"#)
+                #expect(field.errorCode == "unknown_field")
+                let twice = try await client.send(.post, "/v1/bindings", token: key, json: #"{"\#(name)":1,"\#(name)":2}"#)
+                #expect(twice.errorCode == "malformed_json")
+                for answer in [field, twice] {
+                    #expect(answer.body.readableBytes < 400, "\(String(buffer: answer.body).prefix(200))")
+                }
+            }
+            // A cut keeps whole characters: 60 "a" and a 3-byte character would pass 64 bytes.
+            let cut = try await client.send(
+                .post, "/v1/bindings", token: key, json: #"{"identity":"bob","type":"fcm","token":"t","\#(String(repeating: "a", count: 63))€€":1}"#)
+            #expect(String(buffer: cut.body).contains("'\(String(repeating: "a", count: 63))…'"), "\(String(buffer: cut.body))")
+
+            let names = (0..<2_000).map { "p\($0)=1" }.joined(separator: "&")
+            let query = try await client.send(.get, "/v1/bindings?\(names)&\(long)=1", token: key)
+            #expect(query.errorCode == "unknown_parameter")
+            #expect(query.body.readableBytes < 600, "\(String(buffer: query.body).prefix(300))")
+            #expect(String(buffer: query.body).contains("and 1996 more"), "\(String(buffer: query.body))")
+        }
+    }
+
     private static func accountID(_ client: any TestClientProtocol, admin: String) async throws -> String {
         try await client.send(.get, "/v1/accounts", token: admin).decode(AccountList.self).data[0].id
     }

@@ -57,7 +57,9 @@ public func buildApplication(
         server: .guardedHTTP1WebSocketUpgrade(
             router: router,
             configuration: .init(
-                http1: .init(idleTimeout: TimeAmount(configuration.idleTimeout)),
+                http1: .init(
+                    additionalChannelHandlers: [RequestReadGuard(bodyTimeout: TimeAmount(configuration.bodyTimeout))],
+                    idleTimeout: TimeAmount(configuration.idleTimeout)),
                 ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled)),
             connections: ConnectionLimiter(
                 maximum: configuration.maxConnections,
@@ -125,6 +127,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
         middleware: AuthMiddleware(
             adminToken: services.adminToken, metricsToken: configuration.metricsToken, store: services.store, signer: services.signer, clock: services.clock))
     router.add(middleware: QueryParameterMiddleware())
+    router.add(middleware: BodilessRequestMiddleware())
     OpsController(store: services.store, faults: services.faults, metrics: services.metrics, metricsToken: configuration.metricsToken)
         .register(on: router)
     AccountsController(store: services.store, clock: services.clock, cluster: services.cluster, maxBodyBytes: maxBodyBytes).register(on: router)

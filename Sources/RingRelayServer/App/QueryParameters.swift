@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import RingRelayCore
+import RingRelayWire
 
 /// Reading query parameters the same way on every listing: a bad value is a 422
 /// `invalid_parameter` naming the parameter and the rule, a missing one `missing_parameter`.
@@ -80,11 +81,15 @@ extension QueryParameter {
         "/v1/webhooks/twilio/{accountId}", "/v1/webhooks/webex/{accountId}", "/", "/healthz", "/readyz", "/metrics", "/openapi.yaml",
     ]
 
+    /// The most unknown parameters an error names; it counts the rest.
+    static let maxNamedUnknown = 5
+
     /// Checks a request's query against what its operation takes.
     ///
     /// - Parameter route: the matched route template; `nil` when no route matched (a 404 follows).
-    /// - Throws: 422 `unknown_parameter` naming every parameter the operation does not take;
-    ///   422 `invalid_parameter` for one given twice.
+    /// - Throws: 422 `unknown_parameter` naming the parameters the operation does not take (the
+    ///   first ``maxNamedUnknown``, each cut by ``ClientText``); 422 `invalid_parameter` for one
+    ///   given twice.
     static func check(_ parameters: Parameters, method: String, route: String?) throws(RingRelayError) {
         guard let route, !unchecked.contains(route) else { return }
         let known = accepted["\(method) \(route)", default: []].union(everywhere)
@@ -93,14 +98,15 @@ extension QueryParameter {
         // A bare `&` (as in `?a=1&&b=2`) separates nothing and names nothing.
         for (name, value) in parameters where !(name.isEmpty && value.isEmpty) {
             guard known.contains(String(name)) else {
-                // Cut to 64 characters: the name is the client's text.
-                unknown.insert(String(name.prefix(64)))
+                unknown.insert(String(name))
                 continue
             }
             guard seen.insert(name).inserted else { throw invalid(String(name), "it is given more than once; pass it once.") }
         }
         guard unknown.isEmpty else {
-            let names = unknown.sorted().map { "'\($0)'" }.joined(separator: ", ")
+            // The names are the client's text: each is cut, and a query of thousands is not echoed.
+            var names = unknown.sorted().prefix(maxNamedUnknown).map { "'\(ClientText.echo($0))'" }.joined(separator: ", ")
+            if unknown.count > maxNamedUnknown { names += " and \(unknown.count - maxNamedUnknown) more" }
             throw RingRelayError(
                 .unprocessable, code: .unknownParameter,
                 unknown.count == 1

@@ -80,8 +80,8 @@ extension Request {
         do {
             return try JSONDecoder.ringRelay.decode(type, from: data)
         } catch let error as UnknownFieldError {
-            // Cut to 64 bytes: the name is the client's text, and can be as long as the body.
-            let field = String((error.path.isEmpty ? error.field : "\(error.path).\(error.field)").prefix(64))
+            // The name is the client's text, and can be as long as the body.
+            let field = ClientText.echo(error.path.isEmpty ? error.field : "\(error.path).\(error.field)")
             throw RingRelayError(.unprocessable, code: .unknownField, "The field '\(field)' is not part of this request; check its spelling.")
         } catch let error as RingRelayError {
             throw error

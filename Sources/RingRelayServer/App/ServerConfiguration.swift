@@ -62,6 +62,8 @@ public struct ServerConfiguration: Sendable {
     public var idleTimeout: Duration = .seconds(60)
     /// Longest a new connection may take to send its first request line and headers.
     public var headerTimeout: Duration = .seconds(30)
+    /// Longest a request's body may take to arrive whole, from its head.
+    public var bodyTimeout: Duration = .seconds(30)
     /// Most connections open at once (HTTP and live together).
     public var maxConnections = 20_000
     /// Most connections open at once from one source address (not applied with `--trust-proxy`).
@@ -105,6 +107,7 @@ public struct ServerConfiguration: Sendable {
         case shutdownGrace = "shutdown-grace"
         case idleTimeout = "idle-timeout"
         case headerTimeout = "header-timeout"
+        case bodyTimeout = "body-timeout"
         case maxConnections = "max-connections"
         case maxConnectionsPerAddress = "max-connections-per-address"
         case rateLimit = "rate-limit"
@@ -186,6 +189,7 @@ public struct ServerConfiguration: Sendable {
         if let text = value(.shutdownGrace) { shutdownGrace = try Self.duration(text, key: .shutdownGrace, within: 0...300) }
         if let text = value(.idleTimeout) { idleTimeout = try Self.duration(text, key: .idleTimeout, within: 1...3600) }
         if let text = value(.headerTimeout) { headerTimeout = try Self.duration(text, key: .headerTimeout, within: 1...300) }
+        if let text = value(.bodyTimeout) { bodyTimeout = try Self.duration(text, key: .bodyTimeout, within: 1...300) }
         if let text = value(.maxConnections) { maxConnections = try Self.integer(text, key: .maxConnections, within: 1...1_000_000) }
         if let text = value(.maxConnectionsPerAddress) {
             maxConnectionsPerAddress = try Self.integer(text, key: .maxConnectionsPerAddress, within: 1...1_000_000)

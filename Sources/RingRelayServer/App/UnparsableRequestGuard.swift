@@ -4,6 +4,7 @@ import HummingbirdWebSocket
 import Logging
 import NIOCore
 import NIOHTTP1
+import NIOHTTPTypesHTTP1
 import Synchronization
 
 /// Answers `400 invalid_request` and closes a connection whose first request the HTTP/1 parser
@@ -12,13 +13,11 @@ import Synchronization
 /// The listener checks every connection's first request for a WebSocket upgrade before Hummingbird
 /// sees it, and that check neither answers nor closes when the parser fails: the connection stayed
 /// open with no answer, forever. The guard sits right after the parser; the first request it sees
-/// parsed means the check is past it, so it removes itself (later parse errors on the connection
-/// are Hummingbird's, which answers 400 and closes).
+/// parsed means the check is past it, so it removes itself (``RequestReadGuard`` answers later
+/// requests the parser refuses the same way).
 final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
-
-    static let body = #"{"error":{"code":"invalid_request","message":"The request could not be parsed as HTTP/1.1."}}"#
 
     /// How long the first request's line and headers may take to arrive.
     private let headerTimeout: TimeAmount
@@ -50,13 +49,9 @@ final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandl
         guard error is HTTPParserError else { return context.fireErrorCaught(error) }
         guard !answered else { return }
         answered = true
-        var headers = HTTPHeaders()
-        headers.add(name: "Content-Type", value: "application/json")
-        headers.add(name: "Content-Length", value: String(Self.body.utf8.count))
-        headers.add(name: "Connection", value: "close")
-        headers.add(name: RequestIDs.header.rawName, value: RequestID().description)
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: Self.body)))), promise: nil)
+        let answer = ListenerAnswer.unparsable()
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(answer.head))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: answer.body)))), promise: nil)
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in loopBound.value.close(promise: nil) }
     }

@@ -162,7 +162,7 @@ struct ConnectController {
             hub.reply(.error(.init(code: error.code, message: error.message), callId: nil), to: registration)
             return
         } catch let error as UnknownFieldError {
-            hub.reply(.error(.init(code: RingRelayError.Code.unknownField.rawValue, message: "The field '\(error.field.prefix(64))' is not part of this frame."), callId: nil), to: registration)
+            hub.reply(.error(.init(code: RingRelayError.Code.unknownField.rawValue, message: "The field '\(ClientText.echo(error.field))' is not part of this frame."), callId: nil), to: registration)
             return
         } catch {
             hub.reply(

@@ -177,9 +177,16 @@ final class KeepAliveSweeper: @unchecked Sendable {
 /// A device that stops reading (or reads slower than it sends) would otherwise grow the server
 /// without bound: every frame it sends may get an answer, and every answer waits in memory. So,
 /// while the socket cannot take more (NIO's writability), nothing more is read from the device;
-/// and frames waiting to be written, past ``LiveOutboundLimits`` in bytes or in number, close the connection
-/// with 1008 (policy violation). The close frame goes out first for a device that resumes
-/// reading, but nothing waits for it.
+/// and frames waiting to be written, past ``LiveOutboundLimits`` in bytes or in number, end the
+/// connection with 1008 (policy violation).
+///
+/// Ending it: nothing more is queued, the close frame goes after the frames already waiting, and
+/// once it is written the server's side of the stream ends. A device that reads again gets
+/// everything, the close frame, then the end of the stream. (Closing the socket at once would
+/// lose the close frame: with the device's unread frames in the socket, the kernel answers a
+/// close with a reset.) What the device sends from then on is read and thrown away, so its own
+/// close is seen at once and its frames get no answers; as none of them counts as a sign of life,
+/// ``LiveKeepAliveHandler`` closes a device that never reads again within two ping intervals.
 final class LiveOutboundBudget: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
     typealias OutboundIn = WebSocketFrame
@@ -216,9 +223,15 @@ final class LiveOutboundBudget: ChannelDuplexHandler, RemovableChannelHandler {
         context.write(data, promise: written)
     }
 
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !closing else { return }
+        context.fireChannelRead(data)
+    }
+
     func read(context: ChannelHandlerContext) {
-        // Backpressure: a device whose answers cannot be written is not read from either.
-        guard context.channel.isWritable else {
+        // Backpressure: a device whose answers cannot be written is not read from either (unless
+        // the connection is ending: then what it sends is thrown away).
+        guard context.channel.isWritable || closing else {
             readHeld = true
             return
         }
@@ -236,9 +249,14 @@ final class LiveOutboundBudget: ChannelDuplexHandler, RemovableChannelHandler {
     private func closeOverBudget(context: ChannelHandlerContext) {
         guard !closing else { return }
         closing = true
+        if readHeld {
+            readHeld = false
+            context.read()
+        }
         let frame = WebSocketFrame.close(code: .policyViolation, reason: LiveCloseCode.policyViolation.reason, allocator: context.channel.allocator)
-        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
-        context.close(promise: nil)
+        context.writeAndFlush(wrapOutboundOut(frame)).assumeIsolated().whenSuccess {
+            context.close(mode: .output, promise: nil)
+        }
     }
 }
 

@@ -26,6 +26,9 @@ struct CallService: Sendable {
     static let maxDisplayNameBytes = 512
     /// Largest sealed box, base64.
     static let maxSealedBoxLength = 3072
+    /// Most sealed invites in one call: five boxes for each callee of the largest ring group
+    /// (a device has one or two bindings), or all of them for one callee.
+    static let maxSealedInvites = 5 * RingGroup.maxMembers
 
     // MARK: Start
 
@@ -360,9 +363,12 @@ struct CallService: Sendable {
         }
     }
 
-    /// Checks sealed invites' shapes: binding ids, base64 boxes within the size limit, no binding
-    /// named twice.
+    /// Checks sealed invites' shapes: at most ``maxSealedInvites``, binding ids, base64 boxes within
+    /// the size limit, no binding named twice.
     private static func validateSealed(_ invites: [SealedInvite]) throws(RingRelayError) {
+        guard invites.count <= maxSealedInvites else {
+            throw .invalidField("sealed", "must hold at most \(maxSealedInvites) invites; it holds \(invites.count).")
+        }
         var named: Set<String> = []
         for (index, invite) in invites.enumerated() {
             guard invite.bindingId.hasPrefix("\(ResourceID.binding)_") else {

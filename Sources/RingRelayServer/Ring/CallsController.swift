@@ -11,15 +11,25 @@ struct CallsController {
     let store: any DataStore
     let calls: CallService
     /// Calls placed with the account's API key, per account (apart from the webhooks' budget).
-    /// Calls placed with the account's API key, per account.
     let accountLimiter: RateLimiter
     /// Calls placed by a device, per calling identity.
     let identityLimiter: RateLimiter
-    /// Largest request body accepted.
+    /// Largest request body accepted, `sealed` aside.
     let maxBodyBytes: Int
 
     /// Largest body of a call command: it holds at most a `deviceId`.
     static let maxCommandBodyBytes = 4096
+    /// Room for one sealed invite: its box of up to 3,072 characters, its binding id and the JSON
+    /// around them take 3,128 bytes as the SDK writes them; the rest is for encoders that escape
+    /// `/` or add spaces.
+    static let maxSealedInviteBytes = 4096
+
+    /// Largest body of `POST /v1/calls`: `general` for everything but `sealed` (its largest
+    /// fields, twenty callees' identities, are a fraction of it), and room for the most sealed
+    /// invites at their largest.
+    static func maxStartBodyBytes(general: Int) -> Int {
+        general + CallService.maxSealedInvites * maxSealedInviteBytes
+    }
 
     func register(on router: Router<RingRelayRequestContext>) {
         router.post("/v1/calls") { request, context in try await start(request, context) }
@@ -34,7 +44,7 @@ struct CallsController {
 
     func start(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<CallResource> {
         let scope = try context.requireScope()
-        let bytes = try await request.jsonBody(maxBytes: maxBodyBytes)
+        let bytes = try await request.jsonBody(maxBytes: Self.maxStartBodyBytes(general: maxBodyBytes))
         let body = try CreateCallRequest(fastParsing: bytes.readableBytesView) ?? Request.decode(CreateCallRequest.self, from: Data(bytes.readableBytesView))
         // A device's calls spend its identity's budget only: calling no one, or calling in a loop,
         // costs the caller, never the account's backend or its provider webhooks.
