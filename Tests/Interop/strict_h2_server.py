@@ -255,6 +255,20 @@ class StrictH2Connection(asyncio.Protocol):
             self.closed = True
             self.transport.close()
 
+    def close_write(self):
+        """Stop as a server going away without GOAWAY: FIN after what was written, then whatever
+        the client still sends is read and dropped. (Closing at once would reset the connection
+        when requests sit unread in the socket, and a reset can destroy answers already sent: the
+        client would rightly send those again, and the run would count them twice.)"""
+        if not self.closed:
+            self.flush()
+            self.closed = True
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+                asyncio.get_running_loop().call_later(2.0, self.transport.close)
+            else:
+                self.transport.close()
+
     def connection_lost(self, exc):
         self.closed = True
         LIVE.discard(self)
@@ -447,7 +461,7 @@ class StrictH2Connection(asyncio.Protocol):
             elif self.scenario == "close-mid-burst":
                 for req in list(self.active.values()):
                     self.drop(req, "dropped_by_close")
-                self.close()
+                self.close_write()
         if self.goaway_last_id is not None and not self.active and not self.close_scheduled:
             self.close_scheduled = True
             asyncio.get_running_loop().call_later(0.05, self.close)
