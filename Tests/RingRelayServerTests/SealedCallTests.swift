@@ -50,6 +50,63 @@ import Testing
         }
     }
 
+    /// Boxes for the callee's real keyed bindings, refused for their shape alone: not base64,
+    /// empty, or one character over the limit (valid base64, so only the limit can refuse it);
+    /// an empty `sealed`, or `media` beside it. Nothing is stored, and nothing rings on the socket
+    /// or at either push service; a box of exactly the limit then rings all three.
+    @Test func badBoxesForRealBindingsAreRefusedAndNothingRings() async throws {
+        try await SimulatorWorld.with { world in
+            let key = IdentityKeysTests.publicKey()
+            let live = try await world.binding("apns_voip", token: apnsToken(seed: 61), device: "b1", publicKey: key)
+            let fcm = try await world.binding("fcm", token: FCMTestPushTests.fcmToken(62), device: "b2", publicKey: key)
+            let alert = try await world.binding("apns_alert", token: apnsToken(seed: 63), device: "b3", publicKey: key)
+            let b1 = try await LiveDevice.connect(
+                port: world.port, token: try await world.client.accessToken(identity: "bob", deviceID: "b1", key: world.key))
+            let limit = CallService.maxSealedBoxLength
+            func call(_ boxes: [(BindingResource, String)], extra: String = "") -> String {
+                let sealed = boxes.map { #"{"bindingId":"\#($0.0.id)","box":"\#($0.1)"}"# }.joined(separator: ",")
+                return #"{"from":"alice","to":"bob"\#(extra),"sealed":[\#(sealed)]}"#
+            }
+            let refusals: [(body: String, field: String, says: String)] = [
+                (call([(live, "AAAA"), (alert, "not base64!")]), "sealed[1].box", "must be base64."),
+                (call([(live, "AAAA"), (alert, "")]), "sealed[1].box", "this one has 0."),
+                (call([(live, "AAAA"), (alert, String(repeating: "AAAA", count: limit / 4 + 1))]), "sealed[1].box", "this one has \(limit + 4)."),
+                (call([], extra: #","displayName":"Alice""#), "sealed", "at least one invite"),
+                (call([(live, "AAAA")], extra: #","media":"video""#), "media", "must not be given with 'sealed'"),
+            ]
+            for (body, field, says) in refusals {
+                let response = try await world.client.send(.post, "/v1/calls", token: world.key, json: body)
+                #expect(response.status == .unprocessableContent, "\(body.prefix(200))")
+                guard response.status == .unprocessableContent else { continue }
+                let error = try response.decode(ErrorBody.self).error
+                #expect(error.code == "invalid_field")
+                #expect(error.message.contains("'\(field)' is invalid"), "\(error.message)")
+                #expect(error.message.contains(says), "\(error.message)")
+            }
+            #expect(try await world.client.send(.get, "/v1/calls", token: world.key).decode(CallList.self).data.isEmpty)
+
+            // A box of exactly the limit to each binding rings all three: the first thing the
+            // socket and both push services hear of is this call.
+            let fullBox = String(repeating: "AAAA", count: limit / 4)
+            let placed = try await world.call(call([(live, fullBox), (fcm, fullBox), (alert, fullBox)]))
+            let ring = try await b1.nextEvent()
+            #expect(ring.callId == placed.id)
+            #expect(ring.sealed == fullBox)
+            let pushed = try await LiveDeliveryTests.pushes(to: [apnsToken(seed: 63)], at: world.apns)
+            #expect(pushed.count == 1)
+            #expect(pushed.allSatisfy { $0.payload.range(of: Data(placed.id.utf8)) != nil })
+            var messages = world.fcm.received
+            for _ in 0..<500 where messages.isEmpty {
+                try await Task.sleep(for: .milliseconds(20))
+                messages = world.fcm.received
+            }
+            #expect(messages.count == 1)
+            #expect(messages.allSatisfy { $0.body.range(of: Data(placed.id.utf8)) != nil })
+            #expect(try await world.client.send(.get, "/v1/calls", token: world.key).decode(CallList.self).data.map(\.id) == [placed.id])
+            await b1.close()
+        }
+    }
+
     @Test func onlyTheBoxedBindingsRingEachWithItsOwnBox() async throws {
         try await SimulatorWorld.with { world in
             let key = IdentityKeysTests.publicKey()

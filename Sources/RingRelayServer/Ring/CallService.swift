@@ -56,11 +56,18 @@ struct CallService: Sendable {
                 name, field: "displayName", maxCharacters: Self.maxDisplayNameLength, maxBytes: Self.maxDisplayNameBytes)
         }
         if let avatarURL = request.avatarUrl { try Self.validateAvatarURL(avatarURL, sealed: request.sealed != nil) }
+        // An empty `sealed` would silently make a plain call of one its caller meant to seal.
+        if request.sealed?.isEmpty == true {
+            throw RingRelayError.invalidField("sealed", "must hold at least one invite; leave it out for a plain call.")
+        }
         let invites = request.sealed ?? []
         try Self.validateSealed(invites)
         var sealed: [(binding: Binding, box: String)] = []
         if !invites.isEmpty {
             // A sealed call carries no plaintext about the caller: what it would say goes in the boxes.
+            if request.media != nil {
+                throw RingRelayError.invalidField("media", "must not be given with 'sealed': put it inside the sealed invites.")
+            }
             if request.displayName != nil {
                 throw RingRelayError.invalidField("displayName", "must not be given with 'sealed': put it inside the sealed invites.")
             }
@@ -368,9 +375,10 @@ struct CallService: Sendable {
             guard invite.bindingId.hasPrefix("\(ResourceID.binding)_") else {
                 throw .invalidField("sealed[\(index)].bindingId", "must be the id of one of the callee's bindings (bnd_…).")
             }
-            guard (1...maxSealedBoxLength).contains(invite.box.count), Data(base64Encoded: invite.box) != nil else {
-                throw .invalidField("sealed[\(index)].box", "must be base64, at most \(maxSealedBoxLength) characters.")
+            guard (1...maxSealedBoxLength).contains(invite.box.count) else {
+                throw .invalidField("sealed[\(index)].box", "must be 1 to \(maxSealedBoxLength) characters; this one has \(invite.box.count).")
             }
+            guard Data(base64Encoded: invite.box) != nil else { throw .invalidField("sealed[\(index)].box", "must be base64.") }
             guard named.insert(invite.bindingId).inserted else {
                 throw .invalidField("sealed[\(index)].bindingId", "names a binding twice.")
             }
