@@ -144,6 +144,10 @@ public actor RingRelayClient {
 
     /// The device keys of `identity` (of this account) that a sealed invite is sealed to: its
     /// active bindings with a public key, by registration time (`GET /v1/identities/{identity}/keys`).
+    ///
+    /// - Throws: the server's 404 `identity_not_found` (``ServerError/Code/identityNotFound``) when
+    ///   `identity` has no active binding in the account; an identity with bindings but no key
+    ///   has none to return.
     public func deviceKeys(of identity: String) async throws(RingRelayError) -> [DeviceKeyResource] {
         try await api.deviceKeys(of: identity).data
     }
