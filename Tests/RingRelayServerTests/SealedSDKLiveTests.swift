@@ -114,6 +114,58 @@ import Testing
         }
     }
 
+    /// Bob has two keyed devices: his phone rings over its socket with its box, his tablet is
+    /// offline and its alert push, captured at the simulator, is opened by its SDK as its
+    /// extension would. Both answer at once: exactly one wins, the other ends as answered
+    /// elsewhere, and Alice's call connects to the winner.
+    @Test(.serialized, arguments: 0..<3) func theFirstAcceptWinsAcrossASocketAndAPushOpenedDevice(round: Int) async throws {
+        try await Self.withWorld { world in
+            let alice = try await world.device("alice", "alice-phone-7f3a")
+            let phone = try await world.device("bob", "bob-phone-91c2")
+            let tablet = try await world.device("bob", "bob-tablet-52e1")
+            try await alice.registerAlertBinding(apnsToken(seed: 1))
+            try await phone.registerAlertBinding(apnsToken(seed: 2))
+            let tabletToken = apnsToken(seed: 3)
+            let tabletBinding = try await tablet.registerAlertBinding(tabletToken)
+            await alice.connect()
+            await phone.connect()
+
+            let outgoing = try await alice.client.startCall(to: "bob", sealed: true, displayName: "Alice Liddell")
+            let callID = try #require(outgoing.serverCallId)
+            #expect(await eventually { phone.client.calls.call(uuid: outgoing.uuid)?.remote.displayName == "Alice Liddell" })
+            let onPhone = try #require(phone.client.calls.call(uuid: outgoing.uuid))
+            let push = try await Self.push(of: callID, to: tabletToken, at: world.simulator)
+            let nse = SealedNotificationProcessor(
+                opener: SealedInviteOpener(
+                    identity: tablet.identity, bindingIds: [tabletBinding.id], senderKeys: tablet.client.keyDirectory,
+                    replayStore: tablet.configuration.replayStore, now: { world.clock.now }))
+            guard case .reportCall(let voipPayload) = await nse.process(try Self.dictionary(push)) else {
+                Issue.record("the tablet's extension did not report the call")
+                return
+            }
+            let payload = try #require(voipPayload.foundationObject as? [AnyHashable: Any])
+            let onTablet = try #require(tablet.client.calls.handlePush(payload).call)
+            #expect(onTablet.remote.displayName == "Alice Liddell")
+
+            async let phoneAnswered = (try? await onPhone.answer()) != nil
+            async let tabletAnswered = (try? await onTablet.answer()) != nil
+            let answered = await [phoneAnswered, tabletAnswered]
+            #expect(answered.filter { $0 }.count == 1, "\(answered)")
+            let (winner, loser, loserUI) = answered[0] ? (onPhone, onTablet, tablet.ui) : (onTablet, onPhone, phone.ui)
+            #expect(winner.state == .connected)
+            #expect(await eventually { loser.state == .ended(.answeredElsewhere) })
+            #expect(loserUI.endReasons(for: outgoing.uuid) == [.answeredElsewhere])
+            #expect(await eventually { outgoing.state == .connected })
+            let record = try await alice.client.fetchCall(id: callID)
+            #expect(record.answeredBy == (answered[0] ? "bob-phone-91c2" : "bob-tablet-52e1"))
+
+            // The winner hangs up (the tablet has no socket to hear Alice do it): Alice hears.
+            try await winner.end()
+            #expect(await eventually { outgoing.state == .ended(.remoteEnded) })
+            for device in [alice, phone] { await device.client.disconnect() }
+        }
+    }
+
     /// A sealed call placed by Alice's SDK with her name, picture, media and metadata, to Bob's
     /// FCM tablet and alert-push phone: neither push service, nor the server's rows for the call,
     /// hold any of them or Alice's device; the tablet's SDK opening its FCM message shows they
