@@ -195,7 +195,8 @@ public actor RingRelayClient {
     ///   - pushToken: the token, as the system gives it (`PKPushCredentials.token`, the APNs device token).
     ///   - type: which kind of token.
     ///   - environment: the APNs environment (ignored for FCM).
-    ///   - publicKey: for ``BindingType/apnsAlert``: the base64 X9.63 P-256 key sealed invites are sealed to.
+    ///   - publicKey: for sealed calls, on a binding of any type: the base64 X9.63 P-256 key that
+    ///     invites to this binding are sealed to (``SealedCallIdentity/publicKeyBase64``).
     @discardableResult
     public func register(
         pushToken: Data, type: BindingType, environment: PushEnvironment = .production, publicKey: String? = nil
