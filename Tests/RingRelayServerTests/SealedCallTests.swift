@@ -107,6 +107,54 @@ import Testing
         }
     }
 
+    /// A device without a push token (a terminal) carries its key on a `live` binding: it rings
+    /// over its socket, with its box on a sealed call, and nothing ever pushes to it; away, it
+    /// cannot be rung.
+    @Test func aLiveBindingRingsOnlyOverItsSocket() async throws {
+        try await SimulatorWorld.with { world in
+            let key = IdentityKeysTests.publicKey()
+            for (body, code) in [
+                (#"{"identity":"bob","type":"live","token":"terminal 1"}"#, "invalid_token"),
+                (#"{"identity":"bob","type":"live","token":"terminal-1","environment":"sandbox"}"#, "invalid_field"),
+            ] {
+                let refused = try await world.client.send(.post, "/v1/bindings", token: world.key, json: body)
+                #expect(refused.status == .unprocessableContent, "\(body)")
+                #expect(refused.errorCode == code, "\(body)")
+            }
+            let terminal = try await world.binding("live", token: "terminal-1", device: "t1", publicKey: key)
+            #expect(terminal.environment == nil)
+            let keys = try await world.client.send(.get, "/v1/identities/bob/keys", token: world.key).decode(DeviceKeyList.self)
+            #expect(keys.data.map(\.type) == ["live"])
+            let test = try await world.client.send(.post, "/v1/bindings/\(terminal.id)/test", token: world.key)
+            #expect(test.status == .unprocessableContent)
+            #expect(test.errorCode == "channel_not_supported")
+
+            // Away: neither a plain nor a sealed call finds anything to ring.
+            let sealed = #"{"from":"alice","to":"bob","sealed":[{"bindingId":"\#(terminal.id)","box":"AAAA"}]}"#
+            for body in [#"{"from":"alice","to":"bob"}"#, sealed] {
+                let away = try await world.client.send(.post, "/v1/calls", token: world.key, json: body)
+                #expect(away.status == .notFound, "\(body)")
+                let error = try away.decode(ErrorBody.self).error
+                #expect(error.code == "no_reachable_device")
+                #expect(error.message == "The identity 'bob' has no live connection and no active binding this call can ring in this account.")
+            }
+
+            // Connected: both ring over the socket, the sealed one with its box.
+            let device = try await LiveDevice.connect(
+                port: world.port, token: try await world.client.accessToken(identity: "bob", deviceID: "t1", key: world.key))
+            let plain = try await world.call(#"{"from":"alice","to":"bob"}"#)
+            #expect(try await device.nextEvent().callId == plain.id)
+            let boxed = try await world.call(sealed)
+            let ring = try await device.nextEvent()
+            #expect(ring.callId == boxed.id)
+            #expect(ring.sealed == "AAAA")
+            let record = try await world.client.send(.get, "/v1/calls/\(boxed.id)", token: world.key).decode(CallResource.self)
+            #expect(record.deliveries?.map(\.channel) == ["websocket"])
+            #expect(world.apns.received.isEmpty && world.fcm.received.isEmpty)
+            await device.close()
+        }
+    }
+
     @Test func onlyTheBoxedBindingsRingEachWithItsOwnBox() async throws {
         try await SimulatorWorld.with { world in
             let key = IdentityKeysTests.publicKey()

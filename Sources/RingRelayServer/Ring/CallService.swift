@@ -116,8 +116,11 @@ struct CallService: Sendable {
             }
         }
         if result.call.state == .unreachable {
-            let named = callees.count == 1 ? "The identity '\(callees[0])' has" : "None of the \(callees.count) identities has"
-            throw RingRelayError(.notFound, code: .noReachableDevice, "\(named) a live connection or an active binding in this account.")
+            let named =
+                callees.count == 1
+                ? "The identity '\(callees[0])' has no live connection and no active binding"
+                : "None of the \(callees.count) identities has a live connection or an active binding"
+            throw RingRelayError(.notFound, code: .noReachableDevice, "\(named) this call can ring in this account.")
         }
         return result
     }
@@ -171,10 +174,13 @@ struct CallService: Sendable {
                     Array(#"{"aps":{"alert":{"title":"Incoming call"},"mutable-content":1},"ringrelay":\#(invite)}"#.utf8))
             case .fcm:
                 pushes[binding.id] = .fcm([NativeInvite.payloadKey: invite])
+            case .live:
+                break  // Never pushed: its box goes only to the device's live ring, below.
             }
             // A device with several boxed bindings rings live once, with the first one's box.
             if let deviceID = binding.deviceID, content.sealedLive[deviceID] == nil { content.sealedLive[deviceID] = box }
         }
+        content.sealedBindingIDs = Set(sealed.map(\.binding.id))
         content.sealedPushes = pushes
         return content
     }
