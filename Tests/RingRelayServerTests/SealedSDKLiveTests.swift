@@ -230,15 +230,9 @@ import Testing
 
     /// Waits for the FCM simulator's message of call `callID` to `token`.
     static func message(of callID: String, to token: String, at simulator: FCMSimulator) async throws -> FCMSimulator.ReceivedMessage {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if let message = simulator.received.first(where: { $0.registrationToken == token && $0.body.range(of: Data(callID.utf8)) != nil }) {
-                return message
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        try await first("FCM message of \(callID)", in: { simulator.received }) {
+            $0.registrationToken == token && $0.body.range(of: Data(callID.utf8)) != nil
         }
-        Issue.record("no FCM message of \(callID) within 20 s")
-        throw CancellationError()
     }
 
     /// Each stored row of call `callID` (`calls`, `call_members`, `deliveries`) as the bytes of
@@ -264,14 +258,21 @@ import Testing
 
     /// Waits for the simulator's push of call `callID` to `token`.
     static func push(of callID: String, to token: String, at simulator: APNsSimulator) async throws -> APNsSimulator.ReceivedPush {
+        try await first("push of \(callID)", in: { simulator.received }) {
+            $0.deviceToken == token && $0.payload.range(of: Data(callID.utf8)) != nil
+        }
+    }
+
+    /// Waits up to 20 s for the first of what a simulator `received` that `matches`.
+    static func first<Received>(
+        _ what: String, in received: () -> [Received], where matches: (Received) -> Bool
+    ) async throws -> Received {
         let deadline = ContinuousClock.now + .seconds(20)
         while ContinuousClock.now < deadline {
-            if let push = simulator.received.first(where: { $0.deviceToken == token && $0.payload.range(of: Data(callID.utf8)) != nil }) {
-                return push
-            }
+            if let found = received().first(where: matches) { return found }
             try await Task.sleep(for: .milliseconds(20))
         }
-        Issue.record("no push of \(callID) within 20 s")
+        Issue.record("no \(what) within 20 s")
         throw CancellationError()
     }
 
