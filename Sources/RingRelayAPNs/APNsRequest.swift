@@ -32,7 +32,7 @@ public enum APNsPushKind: String, Sendable, Hashable, CaseIterable {
         switch bindingType {
         case .apnsVoIP: self = .voip
         case .apnsAlert: self = .alert
-        case .fcm: return nil
+        case .fcm, .live: return nil
         }
     }
 }

@@ -15,7 +15,7 @@ struct BindingsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List bindings, newest last; follows every page.")
         @OptionGroup var options: ServerOptions
         @Option(help: "Only this identity.") var identity: String?
-        @Option(help: "Only this type: apns_voip, apns_alert or fcm.") var type: String?
+        @Option(help: "Only this type: apns_voip, apns_alert, fcm or live.") var type: String?
         @Option(help: "Only this status: active or invalid.") var status: String?
         @Option(help: "Page size (1–500).") var limit: Int = 100
 
@@ -48,7 +48,7 @@ struct BindingsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Register a device token for an identity.")
         @OptionGroup var options: ServerOptions
         @Option(help: "The identity (user) the device belongs to.") var identity: String
-        @Option(help: "apns_voip, apns_alert or fcm.") var type: String
+        @Option(help: "apns_voip, apns_alert, fcm or live.") var type: String
         @Option(name: .customLong("push-token"), help: "The device push token (hex for APNs).") var pushToken: String
         @Option(help: "production or sandbox (APNs only).") var environment: String?
         @Option(help: "The app's device id.") var deviceId: String?

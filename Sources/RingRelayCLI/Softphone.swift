@@ -403,19 +403,19 @@ final class Softphone: Sendable {
     /// Registers the phone's public key, so callers can seal invites to it; nothing without a key.
     ///
     /// The server rings a sealed call only on bindings that carry a key, and a connected device
-    /// only through such a binding of its own. A terminal has no push token, and the server
-    /// knows no binding type that is never pushed, so the key rides on an `apns_voip` binding
-    /// whose token is derived from the key (``PhoneKeyFile/bindingToken``): while the phone is
-    /// connected it is only the fallback of an unacknowledged live ring, it gets no missed-call
-    /// alerts (as `apns_alert` and `fcm` bindings would), and its stated `sandbox` environment
-    /// lets APNs' `BadDeviceToken` invalidate it the first time it is pushed while the phone is
-    /// away. Every run registers the same token again (reviving it), so the binding keeps its id.
+    /// only through such a binding of its own. A terminal has no push token, so the key rides on
+    /// a `live` binding, which is never pushed: the phone rings only while it runs. Its token is
+    /// derived from the key (``PhoneKeyFile/bindingToken``), so every run updates one binding and
+    /// it keeps its id.
     ///
     /// - Throws: the server's refusal.
     func registerSealedKey() async throws {
         guard let sealedKey else { return }
         let binding = try await client.register(
-            token: sealedKey.file.bindingToken, type: .apnsVoIP, environment: .sandbox, publicKey: sealedKey.identity.publicKeyBase64)
+            token: sealedKey.file.bindingToken, type: .live, publicKey: sealedKey.identity.publicKeyBase64)
+        // Phones before `live` bindings put the key on an `apns_voip` binding with a made-up
+        // token, which the server pushed to while the phone was away: remove it.
+        try await client.unregister(type: .apnsVoIP)
         var event = PhoneEvent("key")
         event.bindingId = binding.id
         event.keyId = sealedKey.identity.keyId.description

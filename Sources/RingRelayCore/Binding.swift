@@ -8,9 +8,16 @@ public enum BindingType: String, Sendable, Hashable, CaseIterable, Codable {
     case apnsAlert = "apns_alert"
     /// A Firebase Cloud Messaging registration token.
     case fcm
+    /// A device that rings only over its live connection (a terminal, a desktop app): never
+    /// pushed, it exists to carry the device's public key for sealed calls. Its token is any id
+    /// the device keeps, so registering again updates the same binding.
+    case live
 
     /// Whether the token is an APNs device token.
-    public var isAPNs: Bool { self != .fcm }
+    public var isAPNs: Bool { self == .apnsVoIP || self == .apnsAlert }
+
+    /// Whether a push service is ever asked to deliver to it: every type but ``live``.
+    public var isPushed: Bool { self != .live }
 }
 
 /// The APNs environment a token was issued for.

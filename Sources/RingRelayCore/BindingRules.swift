@@ -70,11 +70,13 @@ public enum BindingRules {
             }
             return token.lowercased()
         }
+        // A live binding's token is the device's own id for it: held to the rules of an FCM token.
+        let kind = type == .fcm ? "An FCM token" : "A live binding's token"
         guard !token.isEmpty, token.count <= maxFCMTokenLength else {
-            throw .init(.unprocessable, code: .invalidToken, "An FCM token must be 1–\(maxFCMTokenLength) characters long.")
+            throw .init(.unprocessable, code: .invalidToken, "\(kind) must be 1–\(maxFCMTokenLength) characters long.")
         }
         guard token.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7F }) else {
-            throw .init(.unprocessable, code: .invalidToken, "An FCM token contains only printable ASCII characters, without spaces.")
+            throw .init(.unprocessable, code: .invalidToken, "\(kind) contains only printable ASCII characters, without spaces.")
         }
         return token
     }

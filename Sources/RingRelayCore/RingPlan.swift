@@ -58,21 +58,21 @@ public struct RingPlan: Sendable, Hashable {
             self.sealedBindingIDs = sealedBindingIDs
         }
 
-        /// Whether the ring has content for `binding`.
+        /// Whether the ring has a push for `binding` (a `live` binding is never pushed).
         public func covers(_ binding: Binding) -> Bool {
-            if let sealedBindingIDs { return sealedBindingIDs.contains(binding.id) }
+            if let sealedBindingIDs { return binding.type.isPushed && sealedBindingIDs.contains(binding.id) }
             switch binding.type {
             case .apnsVoIP: return apnsVoIP
-            case .apnsAlert: return false
+            case .apnsAlert, .live: return false
             case .fcm: return fcm
             }
         }
 
         /// Whether a connected device gets the ring live: every one for a plain call; for a sealed
-        /// call, one with a binding that has a box (the box its live ring carries).
+        /// call, one with a binding of any type that has a box (the box its live ring carries).
         public func covers(device deviceID: String, bindings: [Binding]) -> Bool {
-            guard sealedBindingIDs != nil else { return true }
-            return bindings.contains { $0.deviceID == deviceID && $0.status == .active && covers($0) }
+            guard let sealedBindingIDs else { return true }
+            return bindings.contains { $0.deviceID == deviceID && $0.status == .active && sealedBindingIDs.contains($0.id) }
         }
     }
 

@@ -102,6 +102,8 @@ extension RingRelayError.Code {
     public static let credentialNotFound = Self(rawValue: "credential_not_found")
     /// A binding token that is not valid for its type.
     public static let invalidToken = Self(rawValue: "invalid_token")
+    /// An identity with no active binding in the account (the key directory).
+    public static let identityNotFound = Self(rawValue: "identity_not_found")
     /// A batch with more items than allowed.
     public static let batchTooLarge = Self(rawValue: "batch_too_large")
 

@@ -4,7 +4,7 @@ import Foundation
 public struct BindingRequest: Sendable, Hashable, Codable {
     /// The identity; a device token may omit it (its own identity is used).
     public var identity: String?
-    /// `apns_voip`, `apns_alert` or `fcm`.
+    /// `apns_voip`, `apns_alert`, `fcm` or `live` (never pushed: a device that rings only while connected).
     public var type: String
     /// The push token.
     public var token: String
@@ -47,7 +47,7 @@ public struct BindingResource: Sendable, Hashable, Codable {
     public var id: String
     /// Owning identity.
     public var identity: String
-    /// `apns_voip`, `apns_alert` or `fcm`.
+    /// `apns_voip`, `apns_alert`, `fcm` or `live` (never pushed: a device that rings only while connected).
     public var type: String
     /// The push token.
     public var token: String
@@ -193,7 +193,7 @@ public struct DeviceKeyResource: Sendable, Hashable, Codable {
     public var bindingId: String
     /// The device, when the binding names one.
     public var deviceId: String?
-    /// The binding's type (`apns_voip`, `apns_alert`, `fcm`).
+    /// The binding's type (`apns_voip`, `apns_alert`, `fcm`, `live`).
     public var type: String
     /// The P-256 public key, base64 of the uncompressed point (X9.63).
     public var publicKey: String

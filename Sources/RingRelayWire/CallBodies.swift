@@ -200,7 +200,8 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     /// The caller's picture: an absolute `https` URL with a host, at most 1024 bytes (see
     /// ``AvatarURLRules``). Refused with `sealed`, whose calls the server must not describe in clear.
     public var avatarUrl: String?
-    /// End-to-end encrypted invites for `apns_alert` bindings, one per binding.
+    /// End-to-end encrypted invites, one per callee binding with a public key (of any type): only
+    /// those bindings ring, and `displayName`, `metadata`, `avatarUrl` and `media` must be absent.
     public var sealed: [SealedInvite]?
     /// `ring` or `reject`: what to do when the callee is in another call; the account's default
     /// (`/v1/settings/calls`) when absent.
@@ -278,10 +279,10 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     }
 }
 
-/// An invite sealed by the caller's app to one `apns_alert` binding's public key. The server
-/// forwards it without being able to read it.
+/// An invite sealed by the caller's app to one callee binding's public key (a binding of any
+/// type that registered one). The server forwards it without being able to read it.
 public struct SealedInvite: Sendable, Hashable, Codable {
-    /// The `apns_alert` binding it is sealed for.
+    /// The binding it is sealed for.
     public var bindingId: String
     /// The sealed box, base64.
     public var box: String

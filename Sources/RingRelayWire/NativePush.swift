@@ -8,9 +8,10 @@ import Foundation
 /// {"aps":{},"ringrelay":{"v":1,"callId":"call_…","from":{"identity":"alice","displayName":"Alice",
 ///  "avatarUrl":"https://…"},"media":"audio","sentAt":"…","expiresAt":"…","metadata":{}}}
 /// ```
-/// FCM (`fcm`) carries the same object as a JSON string under the data key `ringrelay`. An alert
-/// push to a Notification Service Extension (`apns_alert`) carries only `callId`, `sealed`,
-/// `sentAt` and `expiresAt`: who is calling is inside the sealed box.
+/// FCM (`fcm`) carries the same object as a JSON string under the data key `ringrelay`. A sealed
+/// call's push, of any kind (an alert push to a Notification Service Extension, a VoIP push, an
+/// FCM message), carries only `v`, `callId`, `sealed`, `sentAt`, `expiresAt` and `calleeBusy`: who is
+/// calling is inside the sealed box.
 public struct NativeInvite: Sendable, Hashable, Codable {
     /// The caller.
     public struct Caller: Sendable, Hashable, Codable {

@@ -94,6 +94,21 @@ import RingRelayWire
         #expect(plan.pushes.map(\.binding.id) == ["bnd_alert", "bnd_anon"])
     }
 
+    /// A `live` binding is never pushed, nor held as a fallback: it only lets its device ring
+    /// live, with its box on a sealed call.
+    @Test func aLiveBindingIsNeverPushed() {
+        let live = Self.binding("bnd_term", .live, device: "terminal")
+        for content in [Self.everything, RingPlan.Content(sealedBindingIDs: ["bnd_term"])] {
+            #expect(!content.covers(live))
+            let connected = plan(live: ["terminal"], [live], content: content)
+            #expect(connected.live.map(\.deviceID) == ["terminal"])
+            #expect(connected.pushes.isEmpty && connected.fallbacks.isEmpty)
+            // Away, nothing can ring it.
+            #expect(plan([live], content: content).isEmpty)
+        }
+        #expect(plan(live: ["terminal"], [live], content: RingPlan.Content(sealedBindingIDs: [])).isEmpty)
+    }
+
     @Test func noTargetsIsAnEmptyPlan() {
         let empty = plan([])
         #expect(empty.isEmpty)

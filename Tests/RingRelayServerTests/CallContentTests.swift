@@ -27,7 +27,7 @@ import Testing
         #expect(invite.from == .init(identity: "alice", displayName: "Alice", avatarUrl: avatar))
         let fcm = try #require(content.fcmData?[NativeInvite.payloadKey])
         #expect(try JSONDecoder.ringRelay.decode(NativeInvite.self, from: Data(fcm.utf8)).from?.avatarUrl == avatar)
-        #expect(content.sealedPushes == nil)
+        #expect(content.sealedBindingIDs == nil)
     }
 
     @Test func aSealedCallsPushesCarryEachBindingsOwnBoxAndNothingAboutTheCaller() throws {
@@ -43,9 +43,12 @@ import Testing
             (binding("bnd_voip", .apnsVoIP, device: "phone"), "Vm9JUA=="), (binding("bnd_alert", .apnsAlert, device: "phone"), "QWxlcnQ="),
             (binding("bnd_fcm", .fcm, device: "tablet"), "RkNN"), (binding("bnd_anon", .fcm, device: nil), "QW5vbg=="),
         ]
-        let content = CallService.content(for: call, metadata: nil, calleeBusy: true, sealed: sealed, sentAt: Self.now)
+        // A terminal's `live` binding is never pushed: its box goes only to its live ring.
+        let terminal = (binding("bnd_term", .live, device: "terminal"), "VGVybQ==")
+        let content = CallService.content(for: call, metadata: nil, calleeBusy: true, sealed: sealed + [terminal], sentAt: Self.now)
         #expect(content.apnsVoIP == nil && content.fcmData == nil)
-        let pushes = try #require(content.sealedPushes)
+        #expect(content.sealedBindingIDs == ["bnd_voip", "bnd_alert", "bnd_fcm", "bnd_anon", "bnd_term"])
+        let pushes = content.sealedPushes
         #expect(Set(pushes.keys) == ["bnd_voip", "bnd_alert", "bnd_fcm", "bnd_anon"])
         for (binding, box) in sealed {
             let invite: NativeInvite
@@ -73,7 +76,7 @@ import Testing
         }
         // A connected device rings live with its first boxed binding's box; a binding without a
         // device has no live ring.
-        #expect(content.sealedLive == ["phone": "Vm9JUA==", "tablet": "RkNN"])
+        #expect(content.sealedLive == ["phone": "Vm9JUA==", "tablet": "RkNN", "terminal": "VGVybQ=="])
     }
 
     @Test func withoutAnAvatarTheInviteHasNoMember() throws {

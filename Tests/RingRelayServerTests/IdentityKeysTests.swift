@@ -9,7 +9,8 @@ import Testing
 @testable import RingRelayServer
 
 /// The key directory a caller seals invites with: an identity's active bindings that carry a
-/// public key, for account keys and the account's devices, and nothing of another account.
+/// public key, for account keys and the account's devices; an identity without bindings in the
+/// account, as another account's always is, is not found.
 @Suite struct IdentityKeysTests {
     static func publicKey() -> String {
         P256.KeyAgreement.PrivateKey().publicKey.x963Representation.base64EncodedString()
@@ -48,10 +49,26 @@ import Testing
             #expect(try await client.send(.delete, "/v1/bindings/\(tablet.id)", token: key).status == .noContent)
             #expect(try await client.send(.get, "/v1/identities/bob/keys", token: alice).decode(DeviceKeyList.self).data.map(\.bindingId) == [phone.id])
 
-            // Another account's devices cannot tell bob exists.
+            // An identity of the account with bindings but no key: known, nothing to seal to.
+            _ = try await client.createBinding(#"{"identity":"carol","type":"fcm","token":"carol-fcm"}"#, token: key)
+            let carols = try await client.send(.get, "/v1/identities/carol/keys", token: alice)
+            #expect(carols.status == .ok)
+            #expect(try carols.decode(DeviceKeyList.self).data.isEmpty)
+
+            // An identity with no binding in the caller's account is not found, and another
+            // account's identity (with keys there) answers exactly the same: 404, both ways.
             let otherKey = try await client.createAccount("other", admin: adminToken).apiKey
+            _ = try await client.createBinding(
+                #"{"identity":"mallory","type":"fcm","token":"mallory-fcm","publicKey":"\#(Self.publicKey())"}"#, token: otherKey)
             let stranger = try await client.accessToken(identity: "mallory", deviceID: "m1", key: otherKey)
-            #expect(try await client.send(.get, "/v1/identities/bob/keys", token: stranger).decode(DeviceKeyList.self).data.isEmpty)
+            #expect(try await client.send(.get, "/v1/identities/mallory/keys", token: stranger).decode(DeviceKeyList.self).data.count == 1)
+            for (identity, token) in [("bob", stranger), ("mallory", alice), ("mallory", key), ("nobody", alice), ("nobody", key)] {
+                let response = try await client.send(.get, "/v1/identities/\(identity)/keys", token: token)
+                #expect(response.status == .notFound, "\(identity)")
+                let error = try response.decode(ErrorBody.self).error
+                #expect(error.code == "identity_not_found")
+                #expect(error.message == "The identity '\(identity)' has no active binding in this account.")
+            }
 
             // An identity that needs percent-encoding in the path is read decoded.
             _ = try await client.createBinding(

@@ -245,6 +245,11 @@ import Testing
         try await Self.withServer { client, url, key, directory, clock in
             let bobKey = directory.appending("bob.key")
             let aliceKey = directory.appending("alice.key")
+            // An older phone left its key on an `apns_voip` binding with a made-up token, in its binding file.
+            let old = try await client.createBinding(
+                #"{"identity":"bob","type":"apns_voip","token":"\#(String(repeating: "0f", count: 32))","deviceId":"bob-1"}"#, token: key)
+            try JSONEncoder().encode([RegisteredBinding(id: old.id, type: .apnsVoIP, token: old.token)])
+                .write(to: URL(fileURLWithPath: bobKey + ".bindings.json"))
             let bob = try Phone(
                 ["--server", url, "--api-key", key, "--identity", "bob", "--device-id", "bob-1", "--key-file", bobKey, "--auto-answer", "300ms"],
                 directory: directory.path)
@@ -281,9 +286,17 @@ import Testing
             let keys = try await client.send(.get, "/v1/identities/bob/keys", token: key).decode(DeviceKeyList.self)
             #expect(keys.data.map(\.bindingId) == [bobBinding["bindingId"]])
             #expect(keys.data.first?.deviceId == "bob-1")
+            // The key rides on a `live` binding, and the old `apns_voip` one is gone.
+            #expect(keys.data.first?.type == "live")
+            let bobsBindings = try await client.send(.get, "/v1/bindings?identity=bob", token: key).decode(BindingList.self)
+            #expect(bobsBindings.data.map(\.id) == [bobBinding["bindingId"]])
 
             try await alice.stop()
             try await bob.stop()
+            // Away, the phone has nothing the server could push to: a call finds no device.
+            let away = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob"}"#)
+            #expect(away.status == .notFound)
+            #expect(away.errorCode == "no_reachable_device")
             // The keys stayed in their files, only their owner may read them, and no output showed them.
             for path in [bobKey, aliceKey] {
                 let attributes = try FileManager.default.attributesOfItem(atPath: path)

@@ -1,3 +1,4 @@
+import Crypto
 import Dispatch
 import Foundation
 import HTTPTypes
@@ -187,7 +188,11 @@ import Testing
             let keys = try await alice.client.deviceKeys(of: "bob")
             #expect(keys.map(\.publicKey) == [publicKey])
             #expect(keys.map(\.deviceId) == ["b1"])
-            #expect(try await alice.client.deviceKeys(of: "nobody").isEmpty)
+            // An identity without bindings is not found; as a sealed invite's sender it is simply unknown.
+            let unknown = await #expect(throws: RingRelayError.self) { try await alice.client.deviceKeys(of: "nobody") }
+            #expect(unknown?.serverError?.code == .identityNotFound)
+            let anyKey = DeviceKeyID(of: P256.KeyAgreement.PrivateKey().publicKey)
+            #expect(try await alice.client.keyDirectory.publicKey(of: "nobody", keyId: anyKey) == nil)
             for device in [alice, bob] { await device.client.disconnect() }
         }
     }

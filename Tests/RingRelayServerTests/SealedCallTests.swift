@@ -75,7 +75,7 @@ import Testing
             func call(boxing ids: [String]) -> String {
                 let sealed = ids.map { #"{"bindingId":"\#($0)","box":"\#(box)"}"# }.joined(separator: ",")
                 let to = callees.map { #""\#($0)""# }.joined(separator: ",")
-                return #"{"from":"\#(caller)","to":[\#(to)],"mode":"all","media":"video","ringTimeoutSeconds":180,"ifBusy":"ring","notifyMissed":true,"sealed":[\#(sealed)]}"#
+                return #"{"from":"\#(caller)","to":[\#(to)],"mode":"all","ringTimeoutSeconds":180,"ifBusy":"ring","notifyMissed":true,"sealed":[\#(sealed)]}"#
             }
             let largest = call(boxing: bindings)
             #expect(largest.utf8.count > 300_000)
@@ -93,6 +93,111 @@ import Testing
             let oneByteMore = try await client.send(.post, "/v1/calls", token: key, json: padded(limit + 1))
             #expect(oneByteMore.status == .contentTooLarge)
             #expect(oneByteMore.errorCode == "body_too_large")
+        }
+    }
+
+    /// Boxes for the callee's real keyed bindings, refused for their shape alone: not base64,
+    /// empty, or one character over the limit (valid base64, so only the limit can refuse it);
+    /// an empty `sealed`, or `media` beside it. Nothing is stored, and nothing rings on the socket
+    /// or at either push service; a box of exactly the limit then rings all three.
+    @Test func badBoxesForRealBindingsAreRefusedAndNothingRings() async throws {
+        try await SimulatorWorld.with { world in
+            let key = IdentityKeysTests.publicKey()
+            let live = try await world.binding("apns_voip", token: apnsToken(seed: 61), device: "b1", publicKey: key)
+            let fcm = try await world.binding("fcm", token: FCMTestPushTests.fcmToken(62), device: "b2", publicKey: key)
+            let alert = try await world.binding("apns_alert", token: apnsToken(seed: 63), device: "b3", publicKey: key)
+            let b1 = try await LiveDevice.connect(
+                port: world.port, token: try await world.client.accessToken(identity: "bob", deviceID: "b1", key: world.key))
+            let limit = CallService.maxSealedBoxLength
+            func call(_ boxes: [(BindingResource, String)], extra: String = "") -> String {
+                let sealed = boxes.map { #"{"bindingId":"\#($0.0.id)","box":"\#($0.1)"}"# }.joined(separator: ",")
+                return #"{"from":"alice","to":"bob"\#(extra),"sealed":[\#(sealed)]}"#
+            }
+            let refusals: [(body: String, field: String, says: String)] = [
+                (call([(live, "AAAA"), (alert, "not base64!")]), "sealed[1].box", "must be base64."),
+                (call([(live, "AAAA"), (alert, "")]), "sealed[1].box", "this one has 0."),
+                (call([(live, "AAAA"), (alert, String(repeating: "AAAA", count: limit / 4 + 1))]), "sealed[1].box", "this one has \(limit + 4)."),
+                (call([], extra: #","displayName":"Alice""#), "sealed", "at least one invite"),
+                (call([(live, "AAAA")], extra: #","media":"video""#), "media", "must not be given with 'sealed'"),
+            ]
+            for (body, field, says) in refusals {
+                let response = try await world.client.send(.post, "/v1/calls", token: world.key, json: body)
+                #expect(response.status == .unprocessableContent, "\(body.prefix(200))")
+                guard response.status == .unprocessableContent else { continue }
+                let error = try response.decode(ErrorBody.self).error
+                #expect(error.code == "invalid_field")
+                #expect(error.message.contains("'\(field)' is invalid"), "\(error.message)")
+                #expect(error.message.contains(says), "\(error.message)")
+            }
+            #expect(try await world.client.send(.get, "/v1/calls", token: world.key).decode(CallList.self).data.isEmpty)
+
+            // A box of exactly the limit to each binding rings all three: the first thing the
+            // socket and both push services hear of is this call.
+            let fullBox = String(repeating: "AAAA", count: limit / 4)
+            let placed = try await world.call(call([(live, fullBox), (fcm, fullBox), (alert, fullBox)]))
+            let ring = try await b1.nextEvent()
+            #expect(ring.callId == placed.id)
+            #expect(ring.sealed == fullBox)
+            let pushed = try await LiveDeliveryTests.pushes(to: [apnsToken(seed: 63)], at: world.apns)
+            #expect(pushed.count == 1)
+            #expect(pushed.allSatisfy { $0.payload.range(of: Data(placed.id.utf8)) != nil })
+            var messages = world.fcm.received
+            for _ in 0..<500 where messages.isEmpty {
+                try await Task.sleep(for: .milliseconds(20))
+                messages = world.fcm.received
+            }
+            #expect(messages.count == 1)
+            #expect(messages.allSatisfy { $0.body.range(of: Data(placed.id.utf8)) != nil })
+            #expect(try await world.client.send(.get, "/v1/calls", token: world.key).decode(CallList.self).data.map(\.id) == [placed.id])
+            await b1.close()
+        }
+    }
+
+    /// A device without a push token (a terminal) carries its key on a `live` binding: it rings
+    /// over its socket, with its box on a sealed call, and nothing ever pushes to it; away, it
+    /// cannot be rung.
+    @Test func aLiveBindingRingsOnlyOverItsSocket() async throws {
+        try await SimulatorWorld.with { world in
+            let key = IdentityKeysTests.publicKey()
+            for (body, code) in [
+                (#"{"identity":"bob","type":"live","token":"terminal 1"}"#, "invalid_token"),
+                (#"{"identity":"bob","type":"live","token":"terminal-1","environment":"sandbox"}"#, "invalid_field"),
+            ] {
+                let refused = try await world.client.send(.post, "/v1/bindings", token: world.key, json: body)
+                #expect(refused.status == .unprocessableContent, "\(body)")
+                #expect(refused.errorCode == code, "\(body)")
+            }
+            let terminal = try await world.binding("live", token: "terminal-1", device: "t1", publicKey: key)
+            #expect(terminal.environment == nil)
+            let keys = try await world.client.send(.get, "/v1/identities/bob/keys", token: world.key).decode(DeviceKeyList.self)
+            #expect(keys.data.map(\.type) == ["live"])
+            let test = try await world.client.send(.post, "/v1/bindings/\(terminal.id)/test", token: world.key)
+            #expect(test.status == .unprocessableContent)
+            #expect(test.errorCode == "channel_not_supported")
+
+            // Away: neither a plain nor a sealed call finds anything to ring.
+            let sealed = #"{"from":"alice","to":"bob","sealed":[{"bindingId":"\#(terminal.id)","box":"AAAA"}]}"#
+            for body in [#"{"from":"alice","to":"bob"}"#, sealed] {
+                let away = try await world.client.send(.post, "/v1/calls", token: world.key, json: body)
+                #expect(away.status == .notFound, "\(body)")
+                let error = try away.decode(ErrorBody.self).error
+                #expect(error.code == "no_reachable_device")
+                #expect(error.message == "The identity 'bob' has no live connection and no active binding this call can ring in this account.")
+            }
+
+            // Connected: both ring over the socket, the sealed one with its box.
+            let device = try await LiveDevice.connect(
+                port: world.port, token: try await world.client.accessToken(identity: "bob", deviceID: "t1", key: world.key))
+            let plain = try await world.call(#"{"from":"alice","to":"bob"}"#)
+            #expect(try await device.nextEvent().callId == plain.id)
+            let boxed = try await world.call(sealed)
+            let ring = try await device.nextEvent()
+            #expect(ring.callId == boxed.id)
+            #expect(ring.sealed == "AAAA")
+            let record = try await world.client.send(.get, "/v1/calls/\(boxed.id)", token: world.key).decode(CallResource.self)
+            #expect(record.deliveries?.map(\.channel) == ["websocket"])
+            #expect(world.apns.received.isEmpty && world.fcm.received.isEmpty)
+            await device.close()
         }
     }
 

@@ -9,6 +9,10 @@ public enum BindingType: String, Sendable, Hashable, Codable, CaseIterable {
     case apnsAlert = "apns_alert"
     /// A Firebase Cloud Messaging registration token.
     case fcm
+    /// No push token: a device that rings only while connected (a desktop app, a terminal). It
+    /// carries the device's public key for sealed calls and is never pushed; its token is any
+    /// id the device keeps (printable ASCII), so registering again updates the same binding.
+    case live
 }
 
 /// The APNs environment a token belongs to.

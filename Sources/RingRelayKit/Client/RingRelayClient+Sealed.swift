@@ -22,7 +22,8 @@ extension RingRelayClient {
     /// ```
     ///
     /// - Throws: ``RingRelayError/sealedCall(_:)`` without ``Configuration/sealedCalls``, when the
-    ///   callee has no device key, or when an invite is too large; or the server's error.
+    ///   callee has no device key, or when an invite is too large; or the server's error (404
+    ///   `identity_not_found` for a callee with no binding in the account).
     public func startCall(
         to callee: String, sealed: Bool, media: CallMedia = .audio, displayName: String? = nil, avatarURL: URL? = nil,
         metadata: JSONValue? = nil, options: CallOptions = CallOptions()

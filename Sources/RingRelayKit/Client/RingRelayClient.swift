@@ -144,6 +144,10 @@ public actor RingRelayClient {
 
     /// The device keys of `identity` (of this account) that a sealed invite is sealed to: its
     /// active bindings with a public key, by registration time (`GET /v1/identities/{identity}/keys`).
+    ///
+    /// - Throws: the server's 404 `identity_not_found` (``ServerError/Code/identityNotFound``) when
+    ///   `identity` has no active binding in the account; an identity with bindings but no key
+    ///   has none to return.
     public func deviceKeys(of identity: String) async throws(RingRelayError) -> [DeviceKeyResource] {
         try await api.deviceKeys(of: identity).data
     }
@@ -190,8 +194,9 @@ public actor RingRelayClient {
     /// - Parameters:
     ///   - pushToken: the token, as the system gives it (`PKPushCredentials.token`, the APNs device token).
     ///   - type: which kind of token.
-    ///   - environment: the APNs environment (ignored for FCM).
-    ///   - publicKey: for ``BindingType/apnsAlert``: the base64 X9.63 P-256 key sealed invites are sealed to.
+    ///   - environment: the APNs environment (ignored for FCM and live bindings).
+    ///   - publicKey: for sealed calls, on a binding of any type: the base64 X9.63 P-256 key that
+    ///     invites to this binding are sealed to (``SealedCallIdentity/publicKeyBase64``).
     @discardableResult
     public func register(
         pushToken: Data, type: BindingType, environment: PushEnvironment = .production, publicKey: String? = nil
@@ -199,13 +204,14 @@ public actor RingRelayClient {
         try await register(token: pushToken.hexToken, type: type, environment: environment, publicKey: publicKey)
     }
 
-    /// Registers a push token given as text (an FCM registration token, or an APNs token in hex).
+    /// Registers a push token given as text (an FCM registration token, an APNs token in hex, or
+    /// a `live` binding's own id).
     @discardableResult
     public func register(
         token: String, type: BindingType, environment: PushEnvironment = .production, publicKey: String? = nil
     ) async throws(RingRelayError) -> RegisteredBinding {
         let request = BindingRequest(
-            identity: nil, type: type.rawValue, token: token, environment: type == .fcm ? nil : environment.rawValue,
+            identity: nil, type: type.rawValue, token: token, environment: type == .apnsVoIP || type == .apnsAlert ? environment.rawValue : nil,
             deviceId: configuration.deviceId, publicKey: publicKey)
         let resource = try await api.createBinding(request)
         let registered = RegisteredBinding(id: resource.id, type: type, token: resource.token)

@@ -108,6 +108,8 @@ public struct ServerError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let callNotFound: Code = "call_not_found"
         /// No binding with that id (or not one of this device's).
         public static let bindingNotFound: Code = "binding_not_found"
+        /// The key directory knows no such identity in this account: it has no active binding.
+        public static let identityNotFound: Code = "identity_not_found"
         /// A required field is missing.
         public static let missingField: Code = "missing_field"
         /// A field has an invalid value.

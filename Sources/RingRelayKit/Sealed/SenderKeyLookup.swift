@@ -26,9 +26,17 @@ public struct KeyDirectoryLookup: SenderKeyLookup {
         self.init(api: APIClient(baseURL: serverURL, deviceId: nil, http: http, tokens: AccessTokenCache(provider: accessToken)))
     }
 
-    /// Creates a lookup on a client's REST connection.
+    /// Creates a lookup on a client's REST connection. An identity the directory does not know
+    /// (404 `identity_not_found`: no binding in the account) has no keys, so its invites are
+    /// refused as from an unknown sender rather than for an unreachable directory.
     init(api: APIClient) {
-        self.init { identity in try await api.deviceKeys(of: identity).data }
+        self.init { identity in
+            do {
+                return try await api.deviceKeys(of: identity).data
+            } catch let error as RingRelayError where error.serverError?.code == .identityNotFound {
+                return []
+            }
+        }
     }
 
     public func publicKey(of identity: String, keyId: DeviceKeyID) async throws -> P256.KeyAgreement.PublicKey? {

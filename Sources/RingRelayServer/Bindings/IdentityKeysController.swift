@@ -7,8 +7,10 @@ import RingRelayWire
 /// identity's active bindings that carry a public key.
 ///
 /// An account key sees every identity of its account; a device token sees every identity of its
-/// own account (a caller needs the callee's keys). Another account's identity is simply unknown
-/// here: an empty list, exactly as for an identity without keys, so nothing leaks.
+/// own account (a caller needs the callee's keys). Identities exist only through their bindings
+/// in an account, so one with no active binding here is not found (404 `identity_not_found`),
+/// which is all another account's identity can be: both answers are the same, so nothing leaks
+/// across accounts (decision 0005). An identity with bindings but no key answers an empty list.
 struct IdentityKeysController {
     let store: any DataStore
 
@@ -21,6 +23,9 @@ struct IdentityKeysController {
             }
             let identity = try QueryParameter.identity(decoded)
             let bindings = try await store.activeBindings(accountID: scope.accountID, identity: identity)
+            guard !bindings.isEmpty else {
+                throw RingRelayError(.notFound, code: .identityNotFound, "The identity '\(identity)' has no active binding in this account.")
+            }
             let keys = bindings.sorted { ($0.registeredAt, $0.id) < ($1.registeredAt, $1.id) }.compactMap { binding in
                 binding.publicKey.map { key in
                     DeviceKeyResource(

@@ -47,7 +47,8 @@ struct TestPushController {
 
     /// A test payload in the shape real pushes take, marked `"test": true` so the SDK shows and
     /// ends it rather than treating it as a call. FCM data carries the same `ringrelay` object as
-    /// a JSON string, because FCM data values are strings.
+    /// a JSON string, because FCM data values are strings. A `live` binding has none: it is never
+    /// pushed (422 `channel_not_supported`).
     static func payload(for binding: Binding, now: Date) throws -> BindingPusher.Payload {
         let formatter = ISO8601DateFormatter()
         let ringrelay: [String: Any] = [
@@ -56,6 +57,9 @@ struct TestPushController {
             "sentAt": formatter.string(from: now), "expiresAt": formatter.string(from: now.addingTimeInterval(30)), "metadata": [:] as [String: Any],
         ]
         switch binding.type {
+        case .live:
+            throw RingRelayError(
+                .unprocessable, code: .channelNotSupported, "A live binding is never pushed: its device rings over its live connection.")
         case .fcm:
             let json = try JSONSerialization.data(withJSONObject: ringrelay, options: .sortedKeys)
             return .fcm(["ringrelay": String(decoding: json, as: UTF8.self)])

@@ -59,11 +59,18 @@ struct CallService: Sendable {
                 name, field: "displayName", maxCharacters: Self.maxDisplayNameLength, maxBytes: Self.maxDisplayNameBytes)
         }
         if let avatarURL = request.avatarUrl { try Self.validateAvatarURL(avatarURL, sealed: request.sealed != nil) }
+        // An empty `sealed` would silently make a plain call of one its caller meant to seal.
+        if request.sealed?.isEmpty == true {
+            throw RingRelayError.invalidField("sealed", "must hold at least one invite; leave it out for a plain call.")
+        }
         let invites = request.sealed ?? []
         try Self.validateSealed(invites)
         var sealed: [(binding: Binding, box: String)] = []
         if !invites.isEmpty {
             // A sealed call carries no plaintext about the caller: what it would say goes in the boxes.
+            if request.media != nil {
+                throw RingRelayError.invalidField("media", "must not be given with 'sealed': put it inside the sealed invites.")
+            }
             if request.displayName != nil {
                 throw RingRelayError.invalidField("displayName", "must not be given with 'sealed': put it inside the sealed invites.")
             }
@@ -112,8 +119,11 @@ struct CallService: Sendable {
             }
         }
         if result.call.state == .unreachable {
-            let named = callees.count == 1 ? "The identity '\(callees[0])' has" : "None of the \(callees.count) identities has"
-            throw RingRelayError(.notFound, code: .noReachableDevice, "\(named) a live connection or an active binding in this account.")
+            let named =
+                callees.count == 1
+                ? "The identity '\(callees[0])' has no live connection and no active binding"
+                : "None of the \(callees.count) identities has a live connection or an active binding"
+            throw RingRelayError(.notFound, code: .noReachableDevice, "\(named) this call can ring in this account.")
         }
         return result
     }
@@ -167,10 +177,13 @@ struct CallService: Sendable {
                     Array(#"{"aps":{"alert":{"title":"Incoming call"},"mutable-content":1},"ringrelay":\#(invite)}"#.utf8))
             case .fcm:
                 pushes[binding.id] = .fcm([NativeInvite.payloadKey: invite])
+            case .live:
+                break  // Never pushed: its box goes only to the device's live ring, below.
             }
             // A device with several boxed bindings rings live once, with the first one's box.
             if let deviceID = binding.deviceID, content.sealedLive[deviceID] == nil { content.sealedLive[deviceID] = box }
         }
+        content.sealedBindingIDs = Set(sealed.map(\.binding.id))
         content.sealedPushes = pushes
         return content
     }
@@ -374,9 +387,10 @@ struct CallService: Sendable {
             guard invite.bindingId.hasPrefix("\(ResourceID.binding)_") else {
                 throw .invalidField("sealed[\(index)].bindingId", "must be the id of one of the callee's bindings (bnd_…).")
             }
-            guard (1...maxSealedBoxLength).contains(invite.box.count), Data(base64Encoded: invite.box) != nil else {
-                throw .invalidField("sealed[\(index)].box", "must be base64, at most \(maxSealedBoxLength) characters.")
+            guard (1...maxSealedBoxLength).contains(invite.box.count) else {
+                throw .invalidField("sealed[\(index)].box", "must be 1 to \(maxSealedBoxLength) characters; this one has \(invite.box.count).")
             }
+            guard Data(base64Encoded: invite.box) != nil else { throw .invalidField("sealed[\(index)].box", "must be base64.") }
             guard named.insert(invite.bindingId).inserted else {
                 throw .invalidField("sealed[\(index)].bindingId", "names a binding twice.")
             }

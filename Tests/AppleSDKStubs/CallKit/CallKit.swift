@@ -147,20 +147,6 @@ public protocol CXProviderDelegate: NSObjectProtocol {
     func provider(_ provider: CXProvider, didDeactivate audioSession: AVAudioSession)
 }
 
-/// The optional requirements: nothing unless adopted.
-extension CXProviderDelegate {
-    public func provider(_ provider: CXProvider, execute transaction: CXTransaction) -> Bool { false }
-    public func provider(_ provider: CXProvider, perform action: CXStartCallAction) {}
-    public func provider(_ provider: CXProvider, perform action: CXAnswerCallAction) {}
-    public func provider(_ provider: CXProvider, perform action: CXEndCallAction) {}
-    public func provider(_ provider: CXProvider, perform action: CXSetHeldCallAction) {}
-    public func provider(_ provider: CXProvider, perform action: CXSetMutedCallAction) {}
-    public func provider(_ provider: CXProvider, perform action: CXSetGroupCallAction) {}
-    public func provider(_ provider: CXProvider, perform action: CXPlayDTMFCallAction) {}
-    public func provider(_ provider: CXProvider, didActivate audioSession: AVAudioSession) {}
-    public func provider(_ provider: CXProvider, didDeactivate audioSession: AVAudioSession) {}
-}
-
 /// `class CXProvider : NSObject`
 open class CXProvider: NSObject {
     /// `init(configuration: CXProviderConfiguration)`

@@ -40,15 +40,6 @@ public protocol PKPushRegistryDelegate: NSObjectProtocol {
     func pushRegistry(_ registry: PKPushRegistry, didInvalidatePushTokenFor type: PKPushType)
 }
 
-/// The optional requirements: nothing unless adopted.
-extension PKPushRegistryDelegate {
-    public func pushRegistry(
-        _ registry: PKPushRegistry, didReceiveIncomingPushWith payload: PKPushPayload, for type: PKPushType,
-        completion: @escaping @Sendable () -> Void
-    ) {}
-    public func pushRegistry(_ registry: PKPushRegistry, didInvalidatePushTokenFor type: PKPushType) {}
-}
-
 /// `class PKPushRegistry : NSObject`
 open class PKPushRegistry: NSObject {
     /// `init(queue: dispatch_queue_t?)`
