@@ -201,7 +201,8 @@ let package = Package(
         .plugin(
             // Stamps the git commit into the executable for `--version`; see the plugin's comment.
             name: "CommitStamp",
-            capability: .buildTool()
+            capability: .buildTool(),
+            exclude: ["commit-stamp.sh"]
         ),
         .testTarget(
             name: "RingRelayCoreTests",
