@@ -105,9 +105,16 @@ import Testing
             let logged = try #require(lines.metadata(of: "request").first { $0["request.id"] == id }, "\(lines.raw)")
             #expect(logged["http.route"] == "/v1/connect")
 
-            let unparsable = try await RawSocket.exchange(port: port, [Array("GET /\u{01} HTTP/1.1\r\nHost: x\r\n\r\n".utf8)])
+            // Not HTTP as the first request (UnparsableRequestGuard answers) and after a good one
+            // (Hummingbird answers).
+            let garbage = Array("GET /\u{01} HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            let unparsable = try await RawSocket.exchange(port: port, [garbage])
             #expect(unparsable.text.hasPrefix("HTTP/1.1 400 "), "\(unparsable.text)")
             #expect(Self.header("X-Request-Id", in: unparsable.text).map(RequestIDs.isWellFormed) == true, "\(unparsable.text)")
+            let second = try await RawSocket.exchange(port: port, [Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), garbage])
+            let answers = second.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            #expect(answers.count == 2 && answers[1].hasPrefix("HTTP/1.1 400 "), "\(second.text)")
+            #expect(answers.compactMap { Self.header("X-Request-Id", in: $0) }.count == 2, "\(second.text)")
         }
     }
 
