@@ -295,6 +295,20 @@ import Testing
         for path in ["/metrics", "/readyz", "/healthz"] {
             #expect(try await http.send(.GET, base + path).status == 403, "\(path) is refused at the proxy")
         }
+        // The page at / and the proxy agree: its links for everyone answer through it, the ones
+        // it lists for operators are the ones the proxy refuses.
+        let page = try await http.send(.GET, base + "/")
+        #expect(page.status == 200)
+        let parts = page.body.components(separatedBy: #"id="operators""#)
+        try #require(parts.count == 2, "the page lists its operators' links apart: \(page.body)")
+        let links = parts.map { $0.matches(of: /href="([^"]*)"/).map { String($0.output.1) } }
+        #expect(!links[0].isEmpty && !links[1].isEmpty, "\(links)")
+        for link in links[0] {
+            #expect(try await http.send(.GET, "\(base)/\(link)").status == 200, "\(link), linked for everyone, through the proxy")
+        }
+        for link in links[1] {
+            #expect(try await http.send(.GET, "\(base)/\(link)").status == 403, "\(link), linked for operators, through the proxy")
+        }
         let redirect = try await http.send(.GET, "http://127.0.0.1:\(proxy.plainPort)/v1/bindings")
         #expect(redirect.status == 301 && redirect.location == "https://127.0.0.1/v1/bindings", "\(redirect)")
 
