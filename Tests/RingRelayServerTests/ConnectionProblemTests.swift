@@ -10,42 +10,26 @@ import Testing
     /// A TLS alert record (fatal, protocol_version): what a TLS server sends to a plain HTTP request.
     static let tlsAlert: [UInt8] = [0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46]
 
-    /// `bindings list` against `url`: its exit status and standard error.
-    static func listBindings(at url: String) async throws -> (status: Int32, stderr: String) {
+    /// `bindings list` against a server that answers its first bytes with `reply` and hangs up:
+    /// nothing at all, a plain HTTP answer to a TLS handshake, a TLS alert to plain HTTP. Each is
+    /// said as what it is (`URL` stands for the server's URL), not as a server that is down.
+    @Test(arguments: [
+        ([], "http", "The server at URL closed the connection without answering."),
+        (plainHTTPAnswer, "https", "The TLS handshake with URL failed (the server does not speak TLS there; for a plain server use http://)."),
+        (tlsAlert, "http", "The server at URL did not answer in HTTP. If it speaks TLS, use https://."),
+    ] as [([UInt8], String, String)])
+    func aServerThatIsNotWhatTheURLSaysIsSaidAsWhatItIs(reply: [UInt8], scheme: String, said: String) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
+        let server = try await HangUpServer(reply: reply)
+        let url = "\(scheme)://127.0.0.1:\(server.port)"
         let run = try await ServerProcess.run(
             ["bindings", "list", "--server", url], directory: directory.path, environment: ["RINGRELAY_TOKEN": "rrk_x"])
+        await server.stop()
+        #expect(run.status == 1)
+        #expect(run.stderr == said.replacingOccurrences(of: "URL", with: url) + "\n")
         #expect(run.stdout.isEmpty)
-        return (run.status, run.stderr)
-    }
-
-    @Test func aServerThatHangsUpIsNotCalledUnreachable() async throws {
-        let server = try await HangUpServer(reply: [])
-        let url = "http://127.0.0.1:\(server.port)"
-        let run = try await Self.listBindings(at: url)
-        await server.stop()
-        #expect(run.status == 1)
-        #expect(run.stderr == "The server at \(url) closed the connection without answering.\n")
         #expect(server.connections >= 1)
-    }
-
-    @Test func httpsToAPlainServerIsATLSFailure() async throws {
-        let server = try await HangUpServer(reply: Self.plainHTTPAnswer)
-        let url = "https://127.0.0.1:\(server.port)"
-        let run = try await Self.listBindings(at: url)
-        await server.stop()
-        #expect(run.status == 1)
-        #expect(run.stderr == "The TLS handshake with \(url) failed (the server does not speak TLS there; for a plain server use http://).\n")
-    }
-
-    @Test func plainHTTPToATLSServerIsNotHTTP() async throws {
-        let server = try await HangUpServer(reply: Self.tlsAlert)
-        let url = "http://127.0.0.1:\(server.port)"
-        let run = try await Self.listBindings(at: url)
-        await server.stop()
-        #expect(run.status == 1)
-        #expect(run.stderr == "The server at \(url) did not answer in HTTP. If it speaks TLS, use https://.\n")
     }
 
     /// A phone with a device token and nowhere to connect names the URL and the reason on every
