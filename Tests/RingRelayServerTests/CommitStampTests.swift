@@ -19,7 +19,8 @@ import Testing
     }
 
     static func git(_ arguments: [String], in directory: String) throws -> String {
-        let run = try Command.run("/usr/bin/env", ["git", "-C", directory, "-c", "user.name=test", "-c", "user.email=test@ringrelay.local"] + arguments)
+        let run = try Command.run(
+            "/usr/bin/env", ["git", "-C", directory, "-c", "user.name=test", "-c", "user.email=test@ringrelay.local"] + arguments)
         try #require(run.status == 0, "git \(arguments): \(run.output)")
         return run.output.trimmingCharacters(in: .whitespacesAndNewlines)
     }

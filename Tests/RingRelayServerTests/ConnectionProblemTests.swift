@@ -13,11 +13,12 @@ import Testing
     /// `bindings list` against a server that answers its first bytes with `reply` and hangs up:
     /// nothing at all, a plain HTTP answer to a TLS handshake, a TLS alert to plain HTTP. Each is
     /// said as what it is (`URL` stands for the server's URL), not as a server that is down.
-    @Test(arguments: [
-        ([], "http", "The server at URL closed the connection without answering."),
-        (plainHTTPAnswer, "https", "The TLS handshake with URL failed (the server does not speak TLS there; for a plain server use http://)."),
-        (tlsAlert, "http", "The server at URL did not answer in HTTP. If it speaks TLS, use https://."),
-    ] as [([UInt8], String, String)])
+    @Test(
+        arguments: [
+            ([], "http", "The server at URL closed the connection without answering."),
+            (plainHTTPAnswer, "https", "The TLS handshake with URL failed (the server does not speak TLS there; for a plain server use http://)."),
+            (tlsAlert, "http", "The server at URL did not answer in HTTP. If it speaks TLS, use https://."),
+        ] as [([UInt8], String, String)])
     func aServerThatIsNotWhatTheURLSaysIsSaidAsWhatItIs(reply: [UInt8], scheme: String, said: String) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
@@ -48,7 +49,8 @@ import Testing
         #expect(retries.count >= 3, "stdout: \(phone.process.stdout) stderr: \(phone.process.stderr)")
         for retry in retries {
             #expect(
-                retry["message"] == "Cannot reach the server at \(url) (connection refused). Is 'ringrelay serve' running there? Set --server or RINGRELAY_URL.")
+                retry["message"]
+                    == "Cannot reach the server at \(url) (connection refused). Is 'ringrelay serve' running there? Set --server or RINGRELAY_URL.")
         }
         try await phone.stop()
     }

@@ -167,7 +167,8 @@ struct ConnectController {
                 frame = try JSONDecoder.ringRelay.decode(DeviceFrame.self, from: bytes)
             }
         } catch let error as JSONSyntaxError {
-            hub.reply(.error(.init(code: RingRelayError.Code.malformedJSON.rawValue, message: "The frame is not valid JSON: \(error)."), callId: nil), to: registration)
+            let detail = ErrorBody.Detail(code: RingRelayError.Code.malformedJSON.rawValue, message: "The frame is not valid JSON: \(error).")
+            hub.reply(.error(detail, callId: nil), to: registration)
             return
         } catch let error as DeviceFrameError {
             hub.reply(.error(.init(code: error.code, message: error.message), callId: nil), to: registration)
