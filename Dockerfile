@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # RingRelay container image: the Swift toolchain builds, a slim Debian runs.
 #
-#   docker build -t ringrelay .
+#   docker build --build-arg RINGRELAY_COMMIT="$(git describe --always --dirty --abbrev=12 --exclude='*')" -t ringrelay .
 #   docker run --rm -p 8080:8080 -v ringrelay-data:/var/lib/ringrelay ringrelay
 #
 # The runtime stage holds the binary (Swift runtime and Foundation linked in statically), its
@@ -16,14 +16,23 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 FROM ${SWIFT_IMAGE} AS build
 WORKDIR /src
 
-# Dependencies first: this layer is reused until Package.swift changes.
-# (Package.resolved is not checked in, so the newest allowed versions are resolved here.)
+# Dependencies first: this layer is reused until Package.swift changes. Package.resolved is not
+# checked in, so the image resolves the newest versions Package.swift allows when it is built,
+# not necessarily the ones the tests last ran with.
 COPY Package.swift ./
 RUN swift package resolve
 
-# SwiftPM wants every target's folder, tests included, to load the package.
+# SwiftPM loads the package only with every folder its manifest names: each target's (tests
+# included, with their resources) and the CommitStamp plugin's. DeploymentFilesTests checks
+# that these lines cover them all.
 COPY Sources ./Sources
 COPY Tests ./Tests
+COPY Plugins ./Plugins
+
+# The commit `ringrelay --version` prints. The build context has no .git (.dockerignore), so the
+# CommitStamp plugin takes it from this argument; without one the version says `commit unknown`.
+# Declared here, after the dependencies, so that a new commit rebuilds only what follows.
+ARG RINGRELAY_COMMIT=
 
 # --static-swift-stdlib links the Swift runtime, Foundation and Dispatch into the binary, so the
 # runtime image needs no Swift libraries. Debug info is stripped (symbols stay, so crash

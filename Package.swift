@@ -193,6 +193,8 @@ let package = Package(
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                // NIOSSL's errors tell a failed TLS handshake apart (ConnectionProblem).
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings,
@@ -201,7 +203,8 @@ let package = Package(
         .plugin(
             // Stamps the git commit into the executable for `--version`; see the plugin's comment.
             name: "CommitStamp",
-            capability: .buildTool()
+            capability: .buildTool(),
+            exclude: ["commit-stamp.sh"]
         ),
         .testTarget(
             name: "RingRelayCoreTests",

@@ -3,7 +3,6 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOFoundationEssentialsCompat
-import NIOPosix
 import NIOHTTP1
 import RingRelayWire
 
@@ -45,40 +44,20 @@ struct APIError: Error, CustomStringConvertible {
     var description: String { "error (\(status) \(code)): \(message)" }
 }
 
-/// No answer from the server at all: said once, in plain words, with what to check.
-struct ServerUnreachable: Error, CustomStringConvertible {
+/// No answer from the server: said once, in plain words, with what to check.
+struct ServerConnectionFailure: Error, CustomStringConvertible {
     /// The server URL that was tried.
     var server: String
-    /// Why, in a few plain words: "connection refused", "timed out", ….
-    var reason: String
+    /// What went wrong.
+    var problem: ConnectionProblem
 
     /// - Parameter error: what the HTTP client threw; only its plain cause is kept.
     init(server: String, error: any Error) {
         self.server = server
-        reason = Self.plainReason(error)
+        problem = ConnectionProblem(error)
     }
 
-    var description: String {
-        "Cannot reach the server at \(server) (\(reason)). Is 'ringrelay serve' running there? Set --server or RINGRELAY_URL."
-    }
-
-    /// The cause of a failed connection without the layers around it: NIO wraps a refused
-    /// connection as `connection reset (error set): Connection refused (errno: 111)`.
-    static func plainReason(_ error: any Error) -> String {
-        switch error {
-        case let error as NIOConnectionError:
-            if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name does not resolve" }
-            return error.connectionErrors.first.map { plainReason($0.error) } ?? "no address to connect to"
-        case let error as IOError:
-            return String(cString: strerror(error.errnoCode)).lowercased()
-        case let error as HTTPClientError where error == .connectTimeout || error == .deadlineExceeded:
-            return "timed out"
-        case ChannelError.connectTimeout:
-            return "timed out"
-        default:
-            return "\(error)"
-        }
-    }
+    var description: String { problem.sentence(server: server) }
 }
 
 /// A minimal JSON client for the RingRelay API.
@@ -116,7 +95,7 @@ struct APIClient {
         do {
             response = try await Self.http.execute(request, timeout: .seconds(30))
         } catch {
-            throw ServerUnreachable(server: baseURL, error: error)
+            throw ServerConnectionFailure(server: baseURL, error: error)
         }
         let data = Data(buffer: try await response.body.collect(upTo: 16 * 1024 * 1024))
         guard (200..<300).contains(response.status.code) else {
@@ -135,15 +114,15 @@ struct APIClient {
     }
 }
 
-/// Runs an API action, turning ``APIError`` and ``ServerUnreachable`` into a message on stderr
-/// and exit status 1.
+/// Runs an API action, turning ``APIError`` and ``ServerConnectionFailure`` into a message on
+/// stderr and exit status 1.
 func reportingAPIErrors(_ body: () async throws -> Void) async throws {
     do {
         try await body()
     } catch let error as APIError {
         printError(error.description)
         throw ExitCode.failure
-    } catch let error as ServerUnreachable {
+    } catch let error as ServerConnectionFailure {
         printError(error.description)
         throw ExitCode.failure
     }

@@ -13,6 +13,10 @@ import Synchronization
 struct NIOLiveTransport: LiveTransport {
     /// The largest frame accepted from the server.
     var maxFrameBytes = 1 << 20
+    /// Longest the WebSocket upgrade may take. hummingbird-websocket's client waits for the
+    /// upgrade's answer forever when the server hangs up without one (it keeps its half of the
+    /// connection open), so the phone would wait silently; past this it gives up and retries.
+    var openTimeout: Duration = .seconds(15)
     /// Where the WebSocket client logs; quiet by default.
     var logger: Logger = {
         var logger = Logger(label: "ringrelay.live")
@@ -31,7 +35,7 @@ struct NIOLiveTransport: LiveTransport {
         }
         let configuration = WebSocketClientConfiguration(maxFrameSize: maxFrameBytes, additionalHeaders: fields)
         let connection = NIOLiveConnection(maxFrameBytes: maxFrameBytes)
-        try await connection.open(url: url.absoluteString, configuration: configuration, logger: logger)
+        try await connection.open(url: url.absoluteString, configuration: configuration, timeout: openTimeout, logger: logger)
         return connection
     }
 }
@@ -44,6 +48,8 @@ enum LiveTransportError: Error, CustomStringConvertible {
     case invalidHeader(String)
     /// The connection ended before the WebSocket upgrade completed.
     case closedBeforeOpening
+    /// The WebSocket upgrade got no answer in time.
+    case openTimedOut
     /// ``NIOLiveConnection/send(_:)`` on a connection that is not open.
     case notOpen
 
@@ -52,6 +58,7 @@ enum LiveTransportError: Error, CustomStringConvertible {
         case .unsupportedURL(let url): "The live connection needs a ws:// or wss:// URL, got '\(url)'."
         case .invalidHeader(let name): "'\(name)' is not a valid HTTP header name."
         case .closedBeforeOpening: "The connection closed before the WebSocket upgrade completed."
+        case .openTimedOut: "The WebSocket upgrade got no answer in time."
         case .notOpen: "The live connection is not open."
         }
     }
@@ -86,8 +93,13 @@ final class NIOLiveConnection: LiveConnection {
     /// Connects and returns once the WebSocket upgrade succeeded.
     ///
     /// - Throws: the client's error when the connection or the upgrade failed (a refused token
-    ///   fails the upgrade).
-    func open(url: String, configuration: WebSocketClientConfiguration, logger: Logger) async throws {
+    ///   fails the upgrade), ``LiveTransportError/openTimedOut`` when it took over `timeout`.
+    func open(url: String, configuration: WebSocketClientConfiguration, timeout: Duration, logger: Logger) async throws {
+        let timer = Task { [weak self] in
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
+            self?.openingTimedOut()
+        }
+        defer { timer.cancel() }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (opening: CheckedContinuation<Void, any Error>) in
                 state.withLock { $0.opening = opening }
@@ -126,6 +138,18 @@ final class NIOLiveConnection: LiveConnection {
         } catch {
             ended(error)
         }
+    }
+
+    /// The upgrade took too long: the opening fails, and the client's task is cancelled. (The
+    /// client may not notice: see ``NIOLiveTransport/openTimeout``.)
+    private func openingTimedOut() {
+        let (opening, task) = state.withLock { state in
+            defer { state.opening = nil }
+            return (state.opening, state.task)
+        }
+        guard let opening else { return }
+        opening.resume(throwing: LiveTransportError.openTimedOut)
+        task?.cancel()
     }
 
     private func opened(_ outbound: WebSocketOutboundWriter) {

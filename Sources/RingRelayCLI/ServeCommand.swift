@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Logging
+import RingRelayCore
 import RingRelayServer
 
 /// `ringrelay serve`: runs the server until SIGTERM/SIGINT.
@@ -152,7 +153,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             configuration = try ServerConfiguration(reader: try await ServerConfiguration.reader(flags: flags))
         } catch {
-            printError("\(error)")
+            await StartupFailure.report("\(error)", format: ServerConfiguration.logFormat(flags: flags))
             throw ExitCode(78)  // EX_CONFIG
         }
         LoggingSystem.bootstrap { label in
@@ -182,9 +183,28 @@ struct ServeCommand: AsyncParsableCommand {
                 onListening: { port in
                     say("RingRelay listening on http://\(configuration.host):\(port)")
                 })
-        } catch {
-            printError("ringrelay serve failed: \(error)")
+        } catch let error as RingRelayError where error.code == RingRelayError.Code.listenFailed.rawValue {
+            // The message names the cause and the flag to change; the errno behind it adds nothing.
+            StartupFailure.report(error.message, code: error.code, format: configuration.logFormat)
             throw ExitCode.failure
+        } catch {
+            StartupFailure.report("ringrelay serve failed: \(error)", format: configuration.logFormat)
+            throw ExitCode.failure
+        }
+    }
+}
+
+/// Says why `serve` stopped before it served, on standard error: a plain line, or with
+/// `--log-format json` a JSON log line like every other, since a log collector reads no plain
+/// text (a configuration error included, as long as the log format itself could be read).
+enum StartupFailure {
+    static func report(_ message: String, code: String? = nil, format: LogFormat) {
+        switch format {
+        case .text:
+            printError(message)
+        case .json:
+            let logger = Logger(label: "ringrelay") { JSONLogHandler.standardError(label: $0) }
+            logger.critical("\(message)", metadata: code.map { ["error.code": .string($0)] })
         }
     }
 }

@@ -490,11 +490,16 @@ final class Softphone: Sendable {
     // MARK: Connection
 
     /// Reports the live connection's states; places the scripted call once first connected.
+    ///
+    /// While the connection is down, the phone says why once (and again when the cause changes),
+    /// not at every retry; JSON lines note every retry, with the cause.
     private func watchConnection() async {
         var placedScriptedCall = false
+        var lastSaid: String?
         for await state in await client.connectionStates() {
             switch state {
             case .connected(let ready):
+                lastSaid = nil
                 var event = PhoneEvent("ready")
                 event.identity = ready.identity
                 event.deviceId = ready.deviceId
@@ -505,10 +510,14 @@ final class Softphone: Sendable {
                     Task { await self.placeCall(to: self.script.call, mode: self.script.ringMode, sealed: self.script.sealed) }
                 }
             case .waitingToReconnect(let delay):
+                let why = Self.disconnection(await client.connectionFailure, server: client.configuration.serverURL.absoluteString)
                 var event = PhoneEvent("disconnected")
-                let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
-                event.retryInMs = milliseconds
-                output.emit(event, text: "Not connected; retrying in \(milliseconds) ms.")
+                event.retryInMs = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
+                event.message = why
+                if output.json || why != lastSaid {
+                    output.emit(event, text: "\(why) Retrying in the background.")
+                }
+                lastSaid = why
             case .stopped(let closed):
                 var event = PhoneEvent("stopped")
                 event.reason = closed.closeCode?.reason ?? closed.reason
@@ -517,6 +526,19 @@ final class Softphone: Sendable {
             case .connecting, .disconnected:
                 break
             }
+        }
+    }
+
+    /// Why the live connection to `server` is down, in one sentence: the server unreachable (or
+    /// another ``ConnectionProblem``), a device token it would not mint, or its close.
+    static func disconnection(_ failure: (any Error)?, server: String) -> String {
+        switch failure {
+        case let failure as ServerConnectionFailure: failure.description
+        case let failure as APIError: "The server would not give this phone a device token: \(failure)"
+        case let closed as LiveConnectionClosed:
+            "The server closed the live connection (\(([String(closed.code), closed.reason]).filter { !$0.isEmpty }.joined(separator: " ")))."
+        case let failure?: ConnectionProblem(failure).sentence(server: server)
+        case nil: "The live connection to \(server) ended."
         }
     }
 

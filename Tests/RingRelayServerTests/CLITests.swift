@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import RingRelayKit
 import RingRelayTesting
 import Testing
 
@@ -61,15 +62,32 @@ import Testing
         #expect(!run.stderr.contains("<subcommand>"))
     }
 
-    /// Keys and certificates the simulators write by default, and a throwaway `.p8` like the
-    /// README's, stay out of git when a try-out leaves them at the top of a checkout.
+    /// Keys and certificates the simulators write by default, a throwaway `.p8` like the
+    /// README's, any PEM file, and a phone's key file with the files it keeps beside it stay out
+    /// of git when a try-out leaves them at the top of a checkout; the README's phones keep their
+    /// keys where git ignores them.
     @Test(.enabled(if: git(["rev-parse", "--git-dir"]), "needs a git checkout"))
     func whatATryOutWritesIsIgnoredByGit() throws {
         let apns = try SimulateCommand.APNs.parse([])
         let fcm = try SimulateCommand.FCM.parse([])
-        let written = [apns.certificateOut, fcm.certificateOut, fcm.serviceAccountOut, "AuthKey_TEST.p8", "service-account.json", "simulators.pem"]
-        for file in written {
-            let path = URL(fileURLWithPath: file).lastPathComponent
+        let keyFiles = try String(contentsOf: Self.packageDirectory.appendingPathComponent("README.md"), encoding: .utf8)
+            .matches(of: /--key-file (\S+)/).map { String($0.output.1) }
+        #expect(keyFiles.count >= 2, "the README's sealed phones")
+        let written = [apns.certificateOut, fcm.certificateOut, fcm.serviceAccountOut, "AuthKey_TEST.p8", "service-account.json", "simulators.pem", "server.pem"]
+            .map { URL(fileURLWithPath: $0).lastPathComponent }
+        // What a phone keeps beside its key, as suffixes of the key's path.
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let phone = try PhoneKeyFile.loadOrCreate(at: directory.appending("phone.key"))
+        let besideKey = [phone.replayStore.fileURL, phone.knownKeys.fileURL, phone.bindingStore.url]
+            .map { String($0.lastPathComponent.dropFirst("phone.key".count)) }
+        #expect(besideKey.allSatisfy { $0.hasPrefix(".") && $0.count > 1 }, "\(besideKey)")
+        for key in keyFiles + ["bob.key"] {
+            for path in [key] + besideKey.map({ key + $0 }) {
+                #expect(Self.git(["check-ignore", "--quiet", "--no-index", path]), "\(path) is not ignored")
+            }
+        }
+        for path in written {
             #expect(Self.git(["check-ignore", "--quiet", "--no-index", path]), "\(path) is not ignored")
         }
         #expect(!Self.git(["check-ignore", "--quiet", "--no-index", "Sources/RingRelayServer/Resources/openapi.yaml"]))

@@ -156,6 +156,97 @@ import Testing
         #expect(try Self.read("deploy/nginx/nginx.conf").contains("set $ringrelay http://ringrelay:\(port);"))
     }
 
+    // MARK: The image's build stage
+
+    /// The build stage's `COPY` lines must bring every path the manifest names, to the same place
+    /// under the working directory, and `.dockerignore` must leave them in the context: a missing
+    /// folder fails `docker build` at `swift build` (the CommitStamp plugin's once did).
+    @Test func theImageBuildCopiesEverythingThePackageNeeds() throws {
+        let copies = try Self.buildStageCopies()
+        let ignored = try Self.dockerIgnorePatterns()
+        for path in try Self.pathsTheManifestNames() {
+            #expect(
+                copies.contains { $0.destination == $0.source && (path == $0.source || path.hasPrefix($0.source + "/")) },
+                "the Dockerfile's build stage does not COPY \(path) to ./\(path) (copies: \(copies))")
+            let parents = path.split(separator: "/").indices.map { path.split(separator: "/")[...$0].joined(separator: "/") }
+            for parent in parents {
+                #expect(!ignored.contains { fnmatch($0, parent, FNM_PATHNAME) == 0 }, ".dockerignore leaves \(parent) out of the build context")
+            }
+        }
+    }
+
+    /// Package.swift, each target's folder (its `path`, or SwiftPM's default for its kind) and
+    /// each resource in it, relative to the package.
+    static func pathsTheManifestNames() throws -> [String] {
+        struct Manifest: Decodable {
+            struct Target: Decodable {
+                struct Resource: Decodable { var path: String }
+                var name: String
+                var type: String
+                var path: String?
+                var resources: [Resource]?
+            }
+            var targets: [Target]
+        }
+        // `dump-package` evaluates a copy of the manifest alone, in a folder of its own: away from
+        // the lock of the build that runs these tests.
+        let directory = try TemporaryDirectory(prefix: "ringrelay-manifest")
+        defer { directory.remove() }
+        try FileManager.default.copyItem(atPath: repository.appendingPathComponent("Package.swift").path, toPath: directory.appending("Package.swift"))
+        let dump = try Command.run(
+            "/bin/sh", ["-c", #"cd "$1" && swift package --scratch-path .build dump-package > manifest.json"#, "dump", directory.path])
+        try #require(dump.status == 0, "swift package dump-package: \(dump.output)")
+        let manifest = try JSONDecoder().decode(Manifest.self, from: Data(contentsOf: URL(fileURLWithPath: directory.appending("manifest.json"))))
+        let folders: [String: String] = ["regular": "Sources", "executable": "Sources", "macro": "Sources", "test": "Tests", "plugin": "Plugins"]
+        var paths = ["Package.swift"]
+        for target in manifest.targets {
+            let folder = try target.path ?? "\(#require(folders[target.type], "a \(target.type) target: where does SwiftPM look?"))/\(target.name)"
+            paths.append(folder)
+            paths += (target.resources ?? []).map { "\(folder)/\($0.path)" }
+        }
+        return paths
+    }
+
+    /// What the build stage's `COPY` lines take from the context and where they put it, both
+    /// relative to the stage's working directory.
+    static func buildStageCopies() throws -> [(source: String, destination: String)] {
+        let instructions = try read("Dockerfile").replacingOccurrences(of: "\\\n", with: " ").split(separator: "\n")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        let from = try #require(instructions.firstIndex { $0.hasPrefix("FROM ") && $0.hasSuffix(" AS build") }, "no build stage")
+        let stage = instructions[(from + 1)...].prefix { !$0.hasPrefix("FROM ") }
+        #expect(stage.contains("WORKDIR /src"))
+        return try stage.filter { $0.hasPrefix("COPY ") }.flatMap { line in
+            let words = line.split(separator: " ").dropFirst().map(String.init)
+            try #require(words.count >= 2 && !words.contains { $0.hasPrefix("-") || $0.hasPrefix("[") }, "a COPY this test cannot read: \(line)")
+            let destination = relativePath(words.last!)
+            // A folder's contents go to the destination; a file copied into a folder (`./`,
+            // `dir/`) lands there under its own name.
+            let intoFolder = words.last!.hasSuffix("/") || destination.isEmpty
+            return words.dropLast().map { source in
+                var isFolder: ObjCBool = false
+                FileManager.default.fileExists(atPath: repository.appendingPathComponent(source).path, isDirectory: &isFolder)
+                let name = URL(fileURLWithPath: source).lastPathComponent
+                let lands = isFolder.boolValue || !intoFolder ? destination : destination.isEmpty ? name : "\(destination)/\(name)"
+                return (relativePath(source), lands)
+            }
+        }
+    }
+
+    /// `./Sources/` as `Sources`, `./` as the empty path.
+    private static func relativePath(_ path: String) -> String {
+        var path = Substring(path)
+        while path.hasPrefix("./") { path = path.dropFirst(2) }
+        while path.hasSuffix("/") { path = path.dropLast() }
+        return path == "." ? "" : String(path)
+    }
+
+    /// `.dockerignore`'s patterns, without comments and slashes at either end.
+    static func dockerIgnorePatterns() throws -> [String] {
+        try read(".dockerignore").split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+            .map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "/")) }
+    }
+
     /// `30s`, `1m` or `90` as a duration.
     static func seconds(_ text: String) throws -> Duration {
         let units: [Character: Int] = ["s": 1, "m": 60]
@@ -203,6 +294,20 @@ import Testing
         #expect(description.status == 200 && description.body.hasPrefix("openapi:"), "\(description.body.prefix(300))")
         for path in ["/metrics", "/readyz", "/healthz"] {
             #expect(try await http.send(.GET, base + path).status == 403, "\(path) is refused at the proxy")
+        }
+        // The page at / and the proxy agree: its links for everyone answer through it, the ones
+        // it lists for operators are the ones the proxy refuses.
+        let page = try await http.send(.GET, base + "/")
+        #expect(page.status == 200)
+        let parts = page.body.components(separatedBy: #"id="operators""#)
+        try #require(parts.count == 2, "the page lists its operators' links apart: \(page.body)")
+        let links = parts.map { $0.matches(of: /href="([^"]*)"/).map { String($0.output.1) } }
+        #expect(!links[0].isEmpty && !links[1].isEmpty, "\(links)")
+        for link in links[0] {
+            #expect(try await http.send(.GET, "\(base)/\(link)").status == 200, "\(link), linked for everyone, through the proxy")
+        }
+        for link in links[1] {
+            #expect(try await http.send(.GET, "\(base)/\(link)").status == 403, "\(link), linked for operators, through the proxy")
         }
         let redirect = try await http.send(.GET, "http://127.0.0.1:\(proxy.plainPort)/v1/bindings")
         #expect(redirect.status == 301 && redirect.location == "https://127.0.0.1/v1/bindings", "\(redirect)")

@@ -428,12 +428,36 @@ import Testing
         try await Self.withWorld { world in
             let bob = try await world.connect(world.bob1)
             for (text, code) in [
-                ("not json", "malformed_frame"), (#"{"type":"dance"}"#, "unknown_frame_type"), (#"{"type":"accept"}"#, "malformed_frame"),
+                ("not json", "malformed_json"), (#"{"type":"dance"}"#, "unknown_frame_type"), (#"{"type":"accept"}"#, "malformed_frame"),
                 (#"{"type":"ping","extra":1}"#, "unknown_field"), (#"{"type":"accept","callId":"call_nope"}"#, "call_not_found"),
             ] {
                 try await bob.sendText(text)
                 guard case .error(let error, _) = try await bob.next() else { Issue.record("no error frame for \(text)"); continue }
                 #expect(error.code == code, "\(text)")
+            }
+            try await bob.send(.ping)
+            #expect(try await bob.next() == .pong)
+            await bob.close()
+        }
+    }
+
+    /// Frames are held to RFC 8259 as request bodies are: what JSONDecoder alone would take (a
+    /// trailing comma, a member named twice, a byte order mark) gets `malformed_json` naming the
+    /// problem and its byte, and the connection stays.
+    @Test func framesAreStrictJSONAsBodiesAre() async throws {
+        try await Self.withWorld { world in
+            let bob = try await world.connect(world.bob1)
+            for (text, problem) in [
+                (#"{"type":"ping",}"#, "a trailing comma before '}' (byte 14)"),
+                (#"{"type":"ack","eventId":"evt_a","eventId":"evt_b"}"#, "the member name 'eventId' twice in one object (byte 32)"),
+                (#"{"type":"end","callId":"call_a","callId":"call_b"}"#, "the member name 'callId' twice in one object (byte 32)"),
+                ("\u{FEFF}" + #"{"type":"ping"}"#, "a byte order mark; send UTF-8 without one (byte 0)"),
+            ] {
+                try await bob.sendText(text)
+                guard case .error(let error, let callId) = try await bob.next() else { Issue.record("no error frame for \(text)"); continue }
+                #expect(error.code == "malformed_json", "\(text)")
+                #expect(error.message == "The frame is not valid JSON: \(problem).", "\(text)")
+                #expect(callId == nil)
             }
             try await bob.send(.ping)
             #expect(try await bob.next() == .pong)

@@ -73,13 +73,24 @@ import Testing
         let occupier = try ServerProcess(["serve", "--port", "0", "--data-dir", "other", "--admin-token", adminToken], directory: directory.path)
         let occupied = try #require(URLComponents(string: try await occupier.waitUntilListening())?.port)
 
+        let said = "Cannot listen on 127.0.0.1:\(occupied) because the port is already in use; stop what uses it, "
+            + "or pass --port (RINGRELAY_PORT) with a free port, or 0 to pick one."
         let refused = try await ServerProcess.run(["serve", "--port", "\(occupied)", "--data-dir", "data"], directory: directory.path)
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("Cannot listen on 127.0.0.1:\(occupied): the port is already in use"), "\(refused.stderr)")
-        #expect(refused.stderr.contains("--port"))
+        // After the store's own lines (its migrations, at info), that one sentence and nothing else.
+        #expect(refused.stderr.split(separator: "\n").filter { !$0.contains(" info ringrelay: ") } == [Substring(said)], "\(refused.stderr)")
         #expect(!refused.stdout.contains("RINGRELAY_ADMIN_TOKEN="), "\(refused.stdout)")
         #expect(!refused.stdout.contains("RINGRELAY_TOKEN="), "\(refused.stdout)")
         #expect(!FileManager.default.fileExists(atPath: directory.appending("data/admin-token")))
+
+        // With --log-format json it is a log line like the others, for a collector.
+        let json = try await ServerProcess.run(
+            ["serve", "--port", "\(occupied)", "--data-dir", "data", "--log-format", "json"], directory: directory.path)
+        #expect(json.status == 1)
+        let failure = try #require(try Self.jsonLines(json.stderr).last, "\(json.stderr)")
+        #expect(failure["level"] as? String == "critical")
+        #expect(failure["message"] as? String == said)
+        #expect((failure["metadata"] as? [String: String])?["error.code"] == "listen_failed")
         occupier.signal(SIGTERM)
         #expect(try await occupier.waitForExit() == 0)
 
@@ -208,6 +219,36 @@ import Testing
         #expect(refused.status == 78)
         #expect(refused.stderr.contains(".env line 4: the double quote is not closed"), "\(refused.stderr)")
         #expect(!refused.stderr.contains("unclosed-secret-value"))
+    }
+
+    /// A configuration that stops `serve` is said in the log format asked for, by flag or by the
+    /// environment: one JSON line for a collector, the setting named, never its value's secret.
+    @Test func aBadConfigurationIsAJSONLineWithLogFormatJSON() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let port = try await ServerProcess.run(["serve", "--port", "99999"], directory: directory.path, environment: ["RINGRELAY_LOG_FORMAT": "json"])
+        #expect(port.status == 78)
+        let lines = try Self.jsonLines(port.stderr)
+        #expect(lines.count == 1, "\(port.stderr)")
+        #expect(lines.first?["message"] as? String == "Invalid configuration --port / RINGRELAY_PORT: must be a whole number from 0 to 65535, got '99999'.")
+        #expect(lines.first?["level"] as? String == "critical")
+
+        // A .env that cannot be read: the flag still says JSON.
+        try "RINGRELAY_METRICS_TOKEN=\"unclosed-secret-value\n".write(toFile: directory.appending(".env"), atomically: true, encoding: .utf8)
+        let dotEnv = try await ServerProcess.run(["serve", "--log-format", "json"], directory: directory.path)
+        #expect(dotEnv.status == 78)
+        let message = try #require(try Self.jsonLines(dotEnv.stderr).first?["message"] as? String, "\(dotEnv.stderr)")
+        #expect(message.contains(".env line 1: the double quote is not closed"), "\(message)")
+        #expect(!dotEnv.stderr.contains("unclosed-secret-value"))
+    }
+
+    /// Each line of `text` as a JSON object with the log's six keys; any other line fails the test.
+    static func jsonLines(_ text: String) throws -> [[String: Any]] {
+        try text.split(separator: "\n").map { line in
+            let object = try #require(try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "not a JSON line: \(line)")
+            #expect(Set(object.keys) == ["time", "level", "label", "message", "metadata", "source"], "\(line)")
+            return object
+        }
     }
 
     /// Requests in flight when SIGTERM arrives either finish or fail; every one that was

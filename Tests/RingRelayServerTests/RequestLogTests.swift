@@ -87,6 +87,44 @@ import Testing
         }
     }
 
+    /// The answers no route writes carry an id too: a refused WebSocket upgrade's bare 400 (the
+    /// id its access log line has), and the 400 for a request that is not HTTP.
+    @Test func answersNoRouteWritesCarryAnIDToo() async throws {
+        let lines = Lines()
+        var server = try await TestServer.make()
+        server.configuration.accessLog = true
+        try await server.withClient(.live, logger: lines.logger()) { client in
+            let port = try #require(client.port)
+            let upgrade = Array(
+                ("GET /v1/connect HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer not-a-token\r\n\r\n").utf8)
+            let refused = try await RawSocket.exchange(port: port, [upgrade])
+            #expect(refused.text.hasPrefix("HTTP/1.1 400 "), "\(refused.text)")
+            let id = try #require(Self.header("X-Request-Id", in: refused.text), "\(refused.text)")
+            #expect(RequestIDs.isWellFormed(id))
+            let logged = try #require(lines.metadata(of: "request").first { $0["request.id"] == id }, "\(lines.raw)")
+            #expect(logged["http.route"] == "/v1/connect")
+
+            // Not HTTP as the first request (UnparsableRequestGuard answers) and after a good one
+            // (Hummingbird answers).
+            let garbage = Array("GET /\u{01} HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            let unparsable = try await RawSocket.exchange(port: port, [garbage])
+            #expect(unparsable.text.hasPrefix("HTTP/1.1 400 "), "\(unparsable.text)")
+            #expect(Self.header("X-Request-Id", in: unparsable.text).map(RequestIDs.isWellFormed) == true, "\(unparsable.text)")
+            let second = try await RawSocket.exchange(port: port, [Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), garbage])
+            let answers = second.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            #expect(answers.count == 2 && answers[1].hasPrefix("HTTP/1.1 400 "), "\(second.text)")
+            #expect(answers.compactMap { Self.header("X-Request-Id", in: $0) }.count == 2, "\(second.text)")
+        }
+    }
+
+    /// A header's value in a raw HTTP/1.1 answer.
+    static func header(_ name: String, in answer: String) -> String? {
+        answer.components(separatedBy: "\r\n\r\n").first?.components(separatedBy: "\r\n").dropFirst()
+            .first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
+            .map { $0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces) }
+    }
+
     @Test func theAccessLogIsOffByDefault() async throws {
         let lines = Lines()
         let server = try await TestServer.make()

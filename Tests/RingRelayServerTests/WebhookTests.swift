@@ -320,6 +320,28 @@ import Testing
         }
     }
 
+    /// Signed provider bodies are strict JSON as every other body: a member named twice or a
+    /// trailing comma answers 400 `malformed_json` naming it, and nothing rings.
+    @Test func providerBodiesAreStrictJSONToo() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 8))"}"#, token: key)
+            let webex = Array(
+                #"{"resource":"telephony_push","event":"updated","actorId":"carol","actorId":"bob","data":{"apnsPayload":{"k":"v"}}}"#.utf8)
+            let twilio = Self.twilioBody().replacingOccurrences(of: "}", with: ",}")
+            for (response, problem) in [
+                (try await Self.postWebex(client, accountID: accountID, body: webex), "the member name 'actorId' twice in one object (byte 65)"),
+                (try await Self.postTwilio(client, accountID: accountID, body: twilio), "a trailing comma before '}' (byte \(twilio.utf8.count - 2))"),
+            ] {
+                #expect(response.status == .badRequest, "\(String(buffer: response.body))")
+                let error = try response.decode(ErrorBody.self).error
+                #expect(error.code == "malformed_json")
+                #expect(error.message == "The body is not valid JSON: \(problem).")
+            }
+            #expect(simulator.received.isEmpty)
+        }
+    }
+
     @Test func webhooksAreRateLimitedPerAccount() async throws {
         try await TestServer.withPushServer(configure: { $0.rateLimit = 1; $0.rateLimitBurst = 2 }) { server, _, client, key in
             let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)

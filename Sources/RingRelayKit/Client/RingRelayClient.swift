@@ -71,6 +71,10 @@ public actor RingRelayClient {
     private var lastEventId: String?
     private var handledEvents = RecentEventIds()
     private var state = ConnectionState.disconnected
+    /// Why the live connection is not open, while it is ``ConnectionState/waitingToReconnect(_:)``:
+    /// what the last attempt threw (the server unreachable, the upgrade refused, …), or the
+    /// server's close. `nil` when the connection simply ended, and once connected again.
+    public private(set) var connectionFailure: (any Error)?
     private var stateObservers: [Int: AsyncStream<ConnectionState>.Continuation] = [:]
     private var nextObserver = 0
 
@@ -275,6 +279,7 @@ public actor RingRelayClient {
         liveTask = nil
         await connection?.close()
         connection = nil
+        connectionFailure = nil
         setState(.disconnected)
     }
 
@@ -294,11 +299,15 @@ public actor RingRelayClient {
                 try await receive(on: opened) {
                     becameReady = true
                     attempt = 0
+                    connectionFailure = nil
                 }
+                connectionFailure = nil
             } catch let closed as LiveConnectionClosed {
                 closedByServer = closed
+                connectionFailure = closed
             } catch {
                 // Dropped or refused; retried below.
+                connectionFailure = error
             }
             connection = nil
             if Task.isCancelled { break }

@@ -218,14 +218,14 @@ enum ListenFailure {
         let advice: String
         switch error.errnoCode {
         case EADDRINUSE:
-            advice = "the port is already in use. Stop what uses it, or pass --port (RINGRELAY_PORT) with a free port, or 0 to pick one."
+            advice = "the port is already in use; stop what uses it, or pass --port (RINGRELAY_PORT) with a free port, or 0 to pick one."
         case EACCES:
-            advice = "permission denied; ports below 1024 need privileges. Pass --port (RINGRELAY_PORT) with a port from 1024 up."
+            advice = "ports below 1024 need privileges; pass --port (RINGRELAY_PORT) with a port from 1024 up."
         case EADDRNOTAVAIL:
-            advice = "this machine has no such address. Pass --host (RINGRELAY_HOST) with one of its addresses, or 0.0.0.0 for all."
+            advice = "this machine has no such address; pass --host (RINGRELAY_HOST) with one of its addresses, or 0.0.0.0 for all."
         default:
             return nil
         }
-        return RingRelayError(.unavailable, code: .listenFailed, "Cannot listen on \(host):\(port): \(advice)", underlying: error)
+        return RingRelayError(.unavailable, code: .listenFailed, "Cannot listen on \(host):\(port) because \(advice)", underlying: error)
     }
 }

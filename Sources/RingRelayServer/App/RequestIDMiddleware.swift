@@ -48,6 +48,8 @@ struct RequestIDMiddleware: RouterMiddleware {
         // a live connection's lines after the upgrade, where the task-local value no longer reaches.
         context.logger[metadataKey: "hb.request.id"] = nil
         context.logger[metadataKey: "request.id"] = .string(id)
+        // A refused upgrade is answered by hummingbird-websocket, not with this response.
+        if request.headers[.upgrade] != nil { RequestIDStamp.remember(id, on: context.channel) }
         var response = try await RequestIDs.$current.withValue(id) { try await next(request, context) }
         response.headers[RequestIDs.header] = id
         return response

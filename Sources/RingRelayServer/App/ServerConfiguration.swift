@@ -265,6 +265,21 @@ public struct ServerConfiguration: Sendable {
         return text.hasSuffix("/") ? String(text.dropLast()) : text
     }
 
+    /// The log format the settings ask for, read on its own: a configuration that does not load
+    /// (a bad port, an unreadable `.env`) is reported in it. Text when it cannot be read either.
+    public static func logFormat(
+        flags: [Key: String], environment: [String: String] = ProcessInfo.processInfo.environment, dotEnvPath: String = ".env"
+    ) async -> LogFormat {
+        let text: String?
+        if let settings = try? await reader(flags: flags, environment: environment, dotEnvPath: dotEnvPath) {
+            text = settings.string(forKey: ConfigKey(Key.logFormat.configKey))
+        } else {
+            // An unreadable .env: the flag and the environment still say what they say.
+            text = flags[.logFormat] ?? environment[Key.logFormat.environmentVariable]
+        }
+        return text.flatMap { LogFormat(rawValue: $0.lowercased()) } ?? .text
+    }
+
     /// A reader over flags, then the environment, then `.env` in the working directory.
     ///
     /// - Parameter flags: values given on the command line, by key.

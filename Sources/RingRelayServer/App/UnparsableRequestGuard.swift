@@ -58,7 +58,8 @@ final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandl
 }
 
 /// The server's listener: HTTP/1.1 with the WebSocket upgrade, the same router answering both,
-/// and every connection's first request guarded by ``UnparsableRequestGuard``.
+/// every connection's first request guarded by ``UnparsableRequestGuard``, and every answer
+/// given a request id by ``RequestIDStamp``.
 struct GuardedHTTP1WebSocketChannel: ServerChildChannel {
     let inner: HTTP1WebSocketUpgradeChannel
     let connections: ConnectionLimiter
@@ -77,7 +78,9 @@ struct GuardedHTTP1WebSocketChannel: ServerChildChannel {
         return inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let parser = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            // Parser, stamp, guard: the guard's answer passes the stamp, which gives it its id.
             try pipeline.addHandler(UnparsableRequestGuard(headerTimeout: headerTimeout), position: .after(parser))
+            try pipeline.addHandler(RequestIDStamp(), position: .after(parser))
             return value
         }
     }

@@ -157,7 +157,19 @@ struct ConnectController {
     private func handle(_ text: String, from registration: LiveHub.Registration) async {
         let frame: DeviceFrame
         do {
-            frame = try DeviceFrame(fastParsing: text.utf8) ?? JSONDecoder.ringRelay.decode(DeviceFrame.self, from: Data(text.utf8))
+            if let parsed = DeviceFrame(fastParsing: text.utf8) {
+                frame = parsed
+            } else {
+                // The fast path reads only strict JSON; JSONDecoder alone takes trailing commas
+                // and repeated keys (the last one winning), so frames get the check bodies get.
+                let bytes = Data(text.utf8)
+                try StrictJSON.validate(bytes)
+                frame = try JSONDecoder.ringRelay.decode(DeviceFrame.self, from: bytes)
+            }
+        } catch let error as JSONSyntaxError {
+            let detail = ErrorBody.Detail(code: RingRelayError.Code.malformedJSON.rawValue, message: "The frame is not valid JSON: \(error).")
+            hub.reply(.error(detail, callId: nil), to: registration)
+            return
         } catch let error as DeviceFrameError {
             hub.reply(.error(.init(code: error.code, message: error.message), callId: nil), to: registration)
             return

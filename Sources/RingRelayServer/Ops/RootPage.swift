@@ -4,7 +4,9 @@ import NIOCore
 /// `GET /`: a small page saying what this server is, for whoever opens its address in a browser.
 ///
 /// Plain HTML with no scripts, styles or external assets (the policy header forbids them all).
-/// Links are relative, so they hold behind a proxy that serves RingRelay under a path prefix.
+/// Links are relative, so they hold behind a proxy that serves RingRelay under a path prefix. The
+/// probes are listed apart, as the operators' (`deploy/nginx/nginx.conf` answers them 403 from
+/// outside; `DeploymentFilesTests` follows every link through it).
 enum RootPage {
     static let html = """
         <!doctype html>
@@ -22,6 +24,10 @@ enum RootPage {
         there is nothing to click here.</p>
         <ul>
         <li><a href="openapi.yaml">openapi.yaml</a>: the API description (OpenAPI 3.1)</li>
+        </ul>
+        <p>For operators, from their own network: a reverse proxy in front keeps these from the internet \
+        (the nginx configuration that ships with RingRelay refuses them).</p>
+        <ul id="operators">
         <li><a href="readyz">readyz</a>: whether this instance is ready (store and push credentials)</li>
         <li><a href="healthz">healthz</a>: whether the process is up</li>
         </ul>

@@ -208,8 +208,16 @@ struct WebhooksController {
         return "\(scheme)://\(host)\(request.uri.description)"
     }
 
+    /// The body as a JSON object, held to RFC 8259 as every request body is, signed or not: with a
+    /// member named twice, what is read here (JSONSerialization keeps one of them) and what the
+    /// devices read in the payload bytes they get could differ.
     private static func jsonObject(_ body: [UInt8]) throws -> [String: Any] {
         guard !body.isEmpty else { throw RingRelayError(.badRequest, code: .emptyBody, "The request needs a JSON body.") }
+        do {
+            try StrictJSON.validate(body)
+        } catch {
+            throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not valid JSON: \(error).")
+        }
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
             throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not a JSON object.")
         }
