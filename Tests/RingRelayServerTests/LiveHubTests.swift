@@ -84,4 +84,27 @@ import Testing
         // Another change of the call (a newer version) is another event.
         #expect(LiveHub.eventID(callID: call.id, version: 4, planned: cancelled[0], deviceID: "b1") != ids.first)
     }
+
+    /// A device another instance took over is no longer sent its calls' events here (the other
+    /// instance sends them), until it connects here again.
+    @Test func aDeviceThatMovedAwayIsLeftToItsNewInstance() throws {
+        let clock = ManualWallClock(start: Date(timeIntervalSince1970: 1_790_000_000))
+        let hub = LiveHub(clock: clock)
+        let key = DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1")
+        let sink = LiveHub.Sink(send: { _ in }, close: { _, _ in })
+        let now = clock.now
+        var call = Call(
+            id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob",
+            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+        let first = hub.connect(key, lastEventID: nil, sink: sink)
+        let ring = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
+        #expect(hub.ack(ring, from: key))
+        hub.disconnect(first)
+        hub.forget(key)
+
+        call.state = .cancelled
+        call.version = 1
+        hub.publish([PlannedEvent(kind: .cancelled, identity: "bob", devices: .all, reason: "cancelled")], call: call)
+        #expect(hub.connect(key, lastEventID: ring, sink: sink).replayed == 0)
+    }
 }

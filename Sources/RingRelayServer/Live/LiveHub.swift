@@ -80,6 +80,9 @@ final class LiveHub: Sendable {
         /// change (a ring acked and then cancelled, an accepted call ended hours later), pruned
         /// only once it is older than ``callDeviceRetention`` and nothing of it waits in an outbox.
         var callLastEvent: [String: Date] = [:]
+        /// Devices another instance holds now (it took their events over): this one no longer
+        /// sends them their calls' events, until they connect here again.
+        var movedAway: Set<DeviceKey> = []
         var ackWaits: [String: AckWait] = [:]
     }
 
@@ -157,6 +160,7 @@ final class LiveHub: Sendable {
                 old.sink.close(LiveCloseCode.replaced.rawValue, LiveCloseCode.replaced.reason)
             }
             state.connections[key] = Connection(id: id, sink: sink)
+            state.movedAway.remove(key)
             state.devicesByIdentity[IdentityKey(accountID: key.accountID, identity: key.identity), default: []].insert(key.deviceID)
             var outbox = (state.outboxes[key] ?? []).filter { $0.expiresAt > now }
             // Everything up to the last event the device saw counts as seen.
@@ -385,7 +389,7 @@ final class LiveHub: Sendable {
             for planned in events {
                 let identity = IdentityKey(accountID: call.accountID, identity: planned.identity)
                 var devices = Set((state.devicesByIdentity[identity] ?? []))
-                devices.formUnion(rungBefore.filter { $0.identity == planned.identity }.map(\.deviceID))
+                devices.formUnion(rungBefore.filter { $0.identity == planned.identity && !state.movedAway.contains($0) }.map(\.deviceID))
                 if let only { devices = only.identity == planned.identity ? [only.deviceID] : [] }
                 for deviceID in devices.sorted() where planned.devices.includes(deviceID) {
                     let key = DeviceKey(accountID: call.accountID, identity: planned.identity, deviceID: deviceID)
@@ -434,9 +438,7 @@ final class LiveHub: Sendable {
         state.withLock { state in
             guard state.connections[key] == nil else { return }
             state.outboxes[key] = nil
-            for callID in state.callDevices.keys where state.callDevices[callID]?.contains(key) == true {
-                state.callDevices[callID]?.remove(key)
-            }
+            state.movedAway.insert(key)
         }
     }
 
@@ -461,6 +463,10 @@ final class LiveHub: Sendable {
             let recent = now.addingTimeInterval(-callDeviceRetention)
             state.callDevices = state.callDevices.filter { calls.contains($0.key) || (state.callLastEvent[$0.key] ?? .distantPast) > recent }
             state.callLastEvent = state.callLastEvent.filter { state.callDevices[$0.key] != nil }
+            if !state.movedAway.isEmpty {
+                let remembered = Set(state.callDevices.values.joined())
+                state.movedAway = state.movedAway.filter { remembered.contains($0) }
+            }
         }
     }
 
