@@ -53,7 +53,9 @@ final class LiveDevice: Sendable {
             device.state.withLock { $0.closed = .some(close) }
         }
         device.task.withLock { $0 = task }
-        guard case .ready = try await device.next(sourceLocation: sourceLocation) else {
+        // Generous: when a run starts, dozens of tests start servers and make keys at once on two
+        // cores, with a build beside; a first frame took over 10 s there.
+        guard case .ready = try await device.next(timeout: .seconds(60), sourceLocation: sourceLocation) else {
             Issue.record("the first frame was not ready", sourceLocation: sourceLocation)
             throw CancellationError()
         }
@@ -87,7 +89,7 @@ final class LiveDevice: Sendable {
     }
 
     /// The next frame not yet returned, waiting up to `timeout`.
-    func next(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) async throws -> ServerFrame {
+    func next(timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async throws -> ServerFrame {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             let frame: ServerFrame? = state.withLock { state in
@@ -103,7 +105,7 @@ final class LiveDevice: Sendable {
     }
 
     /// The next frame, which must be a call event.
-    func nextEvent(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation) async throws -> CallEvent {
+    func nextEvent(timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async throws -> CallEvent {
         let frame = try await next(timeout: timeout, sourceLocation: sourceLocation)
         guard case .event(let event) = frame else {
             Issue.record("expected an event, got \(frame)", sourceLocation: sourceLocation)
