@@ -54,6 +54,9 @@ import Testing
             let directory = try TemporaryDirectory()
             defer { directory.remove() }
             var servers: [ServerProcess] = []
+            // A test that throws midway leaves no instance running behind it (SIGKILL: it failed anyway).
+            var stopped = false
+            defer { if !stopped { for server in servers where server.isRunning { server.signal(SIGKILL) } } }
             var bases: [String] = []
             for index in 0..<count {
                 let server = try ServerProcess(
@@ -65,6 +68,7 @@ import Testing
             let (_, accountData) = try await ProcessTests.request(.POST, bases[0] + "/v1/accounts", token: adminToken, body: #"{"name":"acme"}"#)
             let account = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData)
             try await body(Instances(cluster: cluster, database: database, bases: bases, servers: servers, account: account))
+            stopped = true
             let killed = servers.filter { !$0.isRunning }.count
             for server in servers where server.isRunning {
                 server.signal(SIGTERM)
