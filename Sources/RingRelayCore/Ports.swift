@@ -235,14 +235,16 @@ public struct KeptLiveEvent: Sendable, Hashable, Codable {
     public var eventID: String
     public var device: LiveDeviceAddress
     public var callID: String
-    public var kind: String
+    public var kind: CallEventType
     /// The frame, as sent.
     public var text: String
     public var expiresAt: Date
     public var acknowledged: Bool
 
     /// Creates a kept event.
-    public init(eventID: String, device: LiveDeviceAddress, callID: String, kind: String, text: String, expiresAt: Date, acknowledged: Bool = false) {
+    public init(
+        eventID: String, device: LiveDeviceAddress, callID: String, kind: CallEventType, text: String, expiresAt: Date, acknowledged: Bool = false
+    ) {
         self.eventID = eventID
         self.device = device
         self.callID = callID

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import RingRelayCore
+import RingRelayWire
 
 /// The ``ClusterBus`` of instances sharing a PostgreSQL database: `NOTIFY` on one channel,
 /// heard by every instance's `LISTEN` connection.
@@ -155,7 +156,7 @@ extension PostgresClusterBus {
                 binds.append(event.device.identity)
                 binds.append(event.device.deviceID)
                 binds.append(event.callID)
-                binds.append(event.kind)
+                binds.append(event.kind.rawValue)
                 binds.append(event.text)
                 binds.append(event.expiresAt.millis)
                 binds.append(event.acknowledged)
@@ -188,10 +189,12 @@ extension PostgresClusterBus {
             )
             SELECT * FROM taken ORDER BY seq
             """)
-        return try rows.map { row in
-            KeptLiveEvent(
-                eventID: try row.string("event_id"), device: device, callID: try row.string("call_id"), kind: try row.string("kind"),
-                text: try row.string("text"), expiresAt: try row.date("expires_at"), acknowledged: try row.boolean("acknowledged"))
+        // An event kind this version does not know (written by a newer one) is not sent.
+        return try rows.compactMap { row in
+            guard let kind = CallEventType(rawValue: try row.string("kind")) else { return nil }
+            return KeptLiveEvent(
+                eventID: try row.string("event_id"), device: device, callID: try row.string("call_id"), kind: kind, text: try row.string("text"),
+                expiresAt: try row.date("expires_at"), acknowledged: try row.boolean("acknowledged"))
         }
     }
 }

@@ -134,14 +134,14 @@ struct ClusterSync: Service {
         hub.adopt(
             unseen.filter { event in
                 // A ring is sent again only while its call still rings the device's identity.
-                guard CallEventType(rawValue: event.kind)?.isRing == true else { return true }
+                guard event.kind.isRing else { return true }
                 return calls[event.callID]?.isRinging(key.identity) == true
             }, into: registration)
         // A call whose ring ended while the device was away, with no word of it kept: the end as
         // the call's last change tells it (the same event, and id, as if it had been connected).
         for callID in callIDs {
             guard let call = calls[callID], !call.isRinging(key.identity),
-                !taken.contains(where: { $0.callID == callID && CallEventType(rawValue: $0.kind)?.isRing == false })
+                !taken.contains(where: { $0.callID == callID && !$0.kind.isRing })
             else { continue }
             hub.publish(CallRules.events(after: call, actingDevice: nil), call: call, only: key)
         }

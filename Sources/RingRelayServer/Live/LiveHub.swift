@@ -414,21 +414,17 @@ final class LiveHub: Sendable {
     /// Takes over events another instance kept for a device that has just connected here, oldest
     /// first: each one the device does not have yet joins its outbox and is sent, after what it
     /// got on connecting. (They stay kept: the store now names this instance as their keeper.)
-    /// - Returns: how many were sent.
-    @discardableResult
-    func adopt(_ events: [KeptLiveEvent], into registration: Registration) -> Int {
+    func adopt(_ events: [KeptLiveEvent], into registration: Registration) {
         var kept = Kept()
-        return state.withLock { state in
-            guard let connection = state.connections[registration.key], connection.id == registration.connectionID else { return 0 }
-            var sent = 0
+        defer { kept.handOver(to: keeper.withLock { $0 }) }
+        state.withLock { state in
+            guard let connection = state.connections[registration.key], connection.id == registration.connectionID else { return }
             for event in events {
-                let kind = CallEventType(rawValue: event.kind) ?? .incoming
-                let pending = Pending(eventID: event.eventID, callID: event.callID, text: event.text, isRing: kind.isRing, expiresAt: event.expiresAt)
-                guard enqueue(pending, for: registration.key, kind: kind, in: &state, kept: &kept, keep: false) else { continue }
+                let pending = Pending(
+                    eventID: event.eventID, callID: event.callID, text: event.text, isRing: event.kind.isRing, expiresAt: event.expiresAt)
+                guard enqueue(pending, for: registration.key, kind: event.kind, in: &state, kept: &kept, keep: false) else { continue }
                 connection.sink.send(event.text)
-                sent += 1
             }
-            return sent
         }
     }
 
@@ -439,13 +435,6 @@ final class LiveHub: Sendable {
             guard state.connections[key] == nil else { return }
             state.outboxes[key] = nil
             state.movedAway.insert(key)
-        }
-    }
-
-    /// The kinds of the events of `callID` the device has waiting here.
-    func waitingKinds(of callID: String, for key: DeviceKey) -> Set<String> {
-        state.withLock { state in
-            Set((state.outboxes[key] ?? []).filter { $0.callID == callID }.map { $0.isRing ? "ring" : "change" })
         }
     }
 
@@ -486,7 +475,7 @@ final class LiveHub: Sendable {
             kept.events.append(
                 KeptLiveEvent(
                     eventID: pending.eventID, device: LiveDeviceAddress(accountID: key.accountID, identity: key.identity, deviceID: key.deviceID),
-                    callID: pending.callID, kind: kind.rawValue, text: pending.text, expiresAt: pending.expiresAt))
+                    callID: pending.callID, kind: kind, text: pending.text, expiresAt: pending.expiresAt))
         }
         if state.callDevices[pending.callID] == nil, state.callDevices.count >= callDeviceLimit {
             forgetOldestCalls(in: &state)
