@@ -9,6 +9,13 @@ import Testing
 
 /// The hub's bookkeeping, without sockets.
 @Suite struct LiveHubTests {
+    /// Alice's call to Bob in account `acc`, made at `now`, ringing 45 s.
+    private static func call(at now: Date, state: CallState = .ringing) -> Call {
+        Call(
+            id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob", state: state,
+            externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+    }
+
     /// A device that acked its ring and went offline still gets the cancellation on reconnect,
     /// even when the hub tidied itself in between (it used to forget who had been rung once
     /// nothing of the call waited in an outbox; the live test saw it now and then).
@@ -18,9 +25,7 @@ import Testing
         let key = DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1")
         let sink = LiveHub.Sink(send: { _ in }, close: { _, _ in })
         let now = clock.now
-        var call = Call(
-            id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob",
-            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+        var call = Self.call(at: now)
 
         let first = hub.connect(key, lastEventID: nil, sink: sink)
         let ring = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
@@ -45,9 +50,7 @@ import Testing
         for _ in 0..<25 {
             clock.advance(by: 1)
             let now = clock.now
-            let call = Call(
-                id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob",
-                state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+            let call = Self.call(at: now)
             _ = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
             ids.append(call.id)
         }
@@ -64,9 +67,7 @@ import Testing
         let clock = ManualWallClock(start: Date(timeIntervalSince1970: 1_790_000_000))
         let key = DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1")
         let now = clock.now
-        var call = Call(
-            id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob",
-            state: .cancelled, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+        var call = Self.call(at: now, state: .cancelled)
         call.version = 3
         let cancelled = [PlannedEvent(kind: .cancelled, identity: "bob", devices: .all, reason: "cancelled")]
         var texts: [[String]] = []
@@ -93,9 +94,7 @@ import Testing
         let key = DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1")
         let sink = LiveHub.Sink(send: { _ in }, close: { _, _ in })
         let now = clock.now
-        var call = Call(
-            id: ResourceID.make(ResourceID.call, at: now), accountID: "acc", source: .native, caller: "alice", callee: "bob",
-            state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(45), updatedAt: now)
+        var call = Self.call(at: now)
         let first = hub.connect(key, lastEventID: nil, sink: sink)
         let ring = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
         #expect(hub.ack(ring, from: key))
