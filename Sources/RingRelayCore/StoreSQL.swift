@@ -33,6 +33,13 @@ package enum StoreSQL {
     /// The device id that stands for every device of an identity in `signed_out_devices`.
     package static let everyDevice = ""
 
+    /// When a device was last signed out, on its own or with its whole identity.
+    /// Binds: the account, the identity, the device id.
+    package static let lastSignOut = """
+        SELECT max(signed_out_at) AS at FROM signed_out_devices
+        WHERE account_id = $1 AND identity = $2 AND device_id IN ($3, '\(everyDevice)')
+        """
+
     /// The calls table's columns, in the order the stores bind and read them.
     package static let callColumns = """
         id, account_id, source, caller, callee, state, external_id, created_at, ring_deadline, updated_at, caller_name, media, metadata, \

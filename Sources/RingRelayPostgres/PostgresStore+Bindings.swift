@@ -90,12 +90,9 @@ extension PostgresStore {
     }
 
     public func signedOut(accountID: String, identity: String, deviceID: String) async throws -> Date? {
-        try await rows(
-            """
-            SELECT max(signed_out_at) AS at FROM signed_out_devices
-            WHERE account_id = \(accountID) AND identity = \(identity) AND device_id IN (\(deviceID), \(StoreSQL.everyDevice))
-            """
-        ).first?.optionalDate("at")
+        var binds = PostgresBindings(capacity: 3)
+        for value in [accountID, identity, deviceID] { binds.append(value) }
+        return try await rows(PostgresQuery(unsafeSQL: StoreSQL.lastSignOut, binds: binds)).first?.optionalDate("at")
     }
 
     public func forgetSignOuts(before date: Date) async throws -> Int {

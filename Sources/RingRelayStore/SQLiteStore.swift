@@ -516,10 +516,7 @@ extension SQLiteStore {
     }
 
     public func signedOut(accountID: String, identity: String, deviceID: String) async throws -> Date? {
-        try await query(
-            "SELECT max(signed_out_at) AS at FROM signed_out_devices WHERE account_id = ? AND identity = ? AND device_id IN (?, ?)",
-            [.text(accountID), .text(identity), .text(deviceID), .text(StoreSQL.everyDevice)]
-        ).first?.optionalDate("at")
+        try await query(StoreSQL.lastSignOut, [.text(accountID), .text(identity), .text(deviceID)]).first?.optionalDate("at")
     }
 
     public func forgetSignOuts(before date: Date) async throws -> Int {
