@@ -210,7 +210,11 @@ public final class APNsClient: Service, Sendable {
             return TrackedAttempt(attempt: attempt, sentToken: authorization)
         } catch {
             switch error.kind {
-            case .timedOut, .queueDeadline: return failure("Timeout")
+            case .timedOut: return failure("Timeout")
+            case .queueDeadline:
+                // Every connection was full until the deadline: too few connections for the volume.
+                logger.warning("APNs push waited for a stream past its deadline", metadata: ["push.reason": .string(error.detail)])
+                return failure("Timeout")
             case .shutDown: return failure("ClientShutDown")
             case .connectFailed:
                 logger.warning("cannot connect to APNs", metadata: ["push.reason": .string(error.detail)])

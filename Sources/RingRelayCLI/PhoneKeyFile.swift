@@ -48,14 +48,19 @@ struct PhoneKeyFile: Sendable {
 
     /// The key in `url`, or `nil` when there is no such file.
     private static func load(_ url: URL) throws -> P256.KeyAgreement.PrivateKey? {
-        var status = stat()
-        guard stat(url.path, &status) == 0 else {
-            guard errno == ENOENT else { throw Failure(description: "The key file \(url.path) cannot be read: \(String(cString: strerror(errno))).") }
-            return nil
+        // Foundation's attributes rather than stat(2): the C struct's members are not visible
+        // from this module in a release build (MemberImportVisibility finds them in CoreFoundation).
+        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+        let mode: Int
+        do {
+            let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
+            mode = (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0o777
+        } catch {
+            throw Failure(description: "The key file \(url.path) cannot be read.")
         }
-        guard status.st_mode & 0o077 == 0 else {
+        guard mode & 0o077 == 0 else {
             throw Failure(
-                description: "The key file \(url.path) may be read by others (mode \(String(status.st_mode & 0o777, radix: 8))); "
+                description: "The key file \(url.path) may be read by others (mode \(String(mode & 0o777, radix: 8))); "
                     + "run chmod 600 on it, or give a new path to make a new key.")
         }
         let text: String

@@ -200,7 +200,11 @@ public final class FCMClient: Service, Sendable {
             return TrackedAttempt(attempt: attempt, sentToken: token.value, errorCode: error?.errorCode)
         } catch {
             switch error.kind {
-            case .timedOut, .queueDeadline: return failure("Timeout", .retry)
+            case .timedOut: return failure("Timeout", .retry)
+            case .queueDeadline:
+                // Every connection was full until the deadline: too few connections for the volume.
+                logger.warning("FCM push waited for a stream past its deadline", metadata: ["push.reason": .string(error.detail)])
+                return failure("Timeout", .retry)
             case .shutDown: return failure("ClientShutDown", .drop, message: "the FCM client is shut down")
             case .connectFailed:
                 logger.warning("cannot connect to FCM", metadata: ["push.reason": .string(error.detail)])

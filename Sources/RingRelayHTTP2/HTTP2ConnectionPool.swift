@@ -96,6 +96,14 @@ public final class HTTP2ConnectionPool: Sendable {
         var nextID: UInt64 = 0
         var shutDown = false
 
+        /// The pool at a glance, for a failure's detail: each connection's streams and limit.
+        var summary: String {
+            let connections = slots.values.map { slot in
+                "\(slot.active)/\(slot.limit) streams\(slot.ready ? "" : ", not ready")\(slot.goingAway ? ", going away" : "")"
+            }
+            return "connections: [\(connections.joined(separator: "; "))], connecting: \(connecting), queued: \(waiters.count)"
+        }
+
         /// The connection of slot `id` if it is going away and its last stream is done: it closes then.
         func drainedConnection(_ id: ObjectIdentifier) -> HTTP2PoolConnection? {
             slots[id].flatMap { $0.isDrained ? $0.connection : nil }
@@ -189,7 +197,7 @@ public final class HTTP2ConnectionPool: Sendable {
             waiter.expiry?.cancel()
             waiter.expiry = nil
             if waiter.deadline < .now() {
-                actions.failures.append((waiter, HTTP2Failure(.queueDeadline)))
+                actions.failures.append((waiter, HTTP2Failure(.queueDeadline, detail: "the deadline passed in the queue (\(state.summary))")))
                 continue
             }
             state.slots[best.key]!.active += 1
@@ -264,11 +272,12 @@ public final class HTTP2ConnectionPool: Sendable {
     }
 
     private func expire(_ id: UInt64) {
-        let expired = state.withLock { state -> Waiter? in
+        let expired = state.withLock { state -> (Waiter, String)? in
             guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return state.waiters.remove(at: index)
+            return (state.waiters.remove(at: index), state.summary)
         }
-        expired?.promise.fail(HTTP2Failure(.queueDeadline, detail: "no stream was free before the deadline"))
+        guard let (waiter, summary) = expired else { return }
+        waiter.promise.fail(HTTP2Failure(.queueDeadline, detail: "no stream was free before the deadline (\(summary))"))
     }
 
     // MARK: Connections

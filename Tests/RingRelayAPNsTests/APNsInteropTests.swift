@@ -20,6 +20,8 @@ import Testing
         let server: InteropServer
         let client: APNsClient
         let credential: APNsCredential
+        /// The client's warnings (a push that waited past its deadline says what the pool looked like).
+        let log: LogRecorder
 
         func push(_ token: String, deadline: TimeInterval = 30) async throws -> (PushOutcome, apnsID: String) {
             let request = try APNsRequest(kind: .voip, bundleID: Self.topic, deviceToken: token, payload: Array(#"{"aps":{}}"#.utf8))
@@ -52,11 +54,12 @@ import Testing
         configuration.extraTrustRootsFile = server.caFile
         configuration.requestTimeout = timeout
         configuration.retryBaseDelay = .milliseconds(10)
+        let log = LogRecorder(level: .warning)
         let client = try APNsClient(
-            configuration: configuration, clock: SystemWallClock(), logger: TestLogging.logger("test"), metricsFactory: NOOPMetricsHandler.instance)
+            configuration: configuration, clock: SystemWallClock(), logger: log.logger("apns"), metricsFactory: NOOPMetricsHandler.instance)
         let credential = APNsCredential(
             authentication: .token(teamID: teamID, keyID: keyID, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation), topic: topic)
-        return Harness(server: server, client: client, credential: credential)
+        return Harness(server: server, client: client, credential: credential, log: log)
     }
 
     static func token(_ seed: Int) -> String {
@@ -79,7 +82,7 @@ import Testing
         let harness = try Self.harness(try await InteropServer.nginx())
         let results = try await harness.fanOut(devices)
         let failed = results.filter { $0.0.disposition != .delivered }
-        #expect(failed.isEmpty)
+        #expect(failed.isEmpty, "not delivered: \(failed.prefix(3).map { "\($0.0.reason ?? "?") after \($0.0.attempts)" }); logged: \(harness.log.lines.prefix(3))")
         #expect(results.allSatisfy { $0.0.attempts == 1 })
         // nginx logs paths (device tokens), one per request.
         let processed = await harness.server.processedRequests(atLeast: devices)
