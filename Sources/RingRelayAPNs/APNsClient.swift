@@ -38,6 +38,24 @@ public final class APNsClient: Service, Sendable {
         /// The authentication material itself: new credentials get new connections, as APNs
         /// binds a connection to the team and key of its first push.
         var authentication: APNsCredential.Authentication
+
+        /// Hashes what tells credentials apart cheaply (the ids, or a certificate's last bytes,
+        /// which hold its signature) rather than kilobytes of key material on every push;
+        /// equality still compares it all.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(environment)
+            switch authentication {
+            case .token(let teamID, let keyID, _):
+                hasher.combine(teamID)
+                hasher.combine(keyID)
+            case .certificate(let certificatePEM, _):
+                hasher.combine(certificatePEM.utf8.count)
+                for byte in certificatePEM.utf8.suffix(64) { hasher.combine(byte) }
+            case .pkcs12(let data, _):
+                hasher.combine(data.count)
+                for byte in data.suffix(64) { hasher.combine(byte) }
+            }
+        }
     }
 
     private struct Pool {
@@ -151,7 +169,7 @@ public final class APNsClient: Service, Sendable {
                 let key = APNsSigningKey(teamID: teamID, keyID: keyID, privateKeyPEM: pem)
                 // A token younger than 20 minutes called expired means the clocks disagree:
                 // minting again would only earn TooManyProviderTokenUpdates.
-                if await !tokens.reportExpired(sentToken, for: key) { disposition = .fixConfiguration }
+                if !tokens.reportExpired(sentToken, for: key) { disposition = .fixConfiguration }
             }
             return PushRetryPolicy.Attempt(
                 outcome: PushOutcome(
@@ -181,7 +199,7 @@ public final class APNsClient: Service, Sendable {
         do {
             pool = try self.pool(for: credential, environment: environment)
             if case .token(let teamID, let keyID, let pem) = credential.authentication {
-                authorization = try await tokens.token(for: APNsSigningKey(teamID: teamID, keyID: keyID, privateKeyPEM: pem))
+                authorization = try tokens.token(for: APNsSigningKey(teamID: teamID, keyID: keyID, privateKeyPEM: pem))
             }
         } catch is ClientShutDown {
             return failure("ClientShutDown")
@@ -261,8 +279,9 @@ public final class APNsClient: Service, Sendable {
         let key = PoolKey(environment: environment, authentication: credential.authentication)
         let existing = try pools.withLock { pools -> HTTP2ConnectionPool? in
             guard pools != nil else { throw ClientShutDown() }
-            pools?[key]?.lastUsed = .now
-            return pools?[key]?.connections
+            guard let index = pools!.index(forKey: key) else { return nil }
+            pools!.values[index].lastUsed = .now
+            return pools!.values[index].connections
         }
         if let existing { return existing }
         let created = try makePool(for: credential, environment: environment)

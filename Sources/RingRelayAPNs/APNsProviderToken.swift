@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import RingRelayCore
+import Synchronization
 
 /// An APNs token-signing key: the `.p8` key with its key id and team id.
 public struct APNsSigningKey: Sendable, Hashable {
@@ -16,6 +17,13 @@ public struct APNsSigningKey: Sendable, Hashable {
         self.teamID = teamID
         self.keyID = keyID
         self.privateKeyPEM = privateKeyPEM
+    }
+
+    /// Hashes the ids only: a key is looked up on every push, and its PEM is a few hundred bytes
+    /// (equality still compares all three).
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(teamID)
+        hasher.combine(keyID)
     }
 }
 
@@ -46,11 +54,20 @@ public enum APNsProviderToken {
 /// A token is reused until it is 40–50 minutes old (the point is jittered per token so many keys
 /// do not refresh together), never replaced within 20 minutes of minting (APNs answers
 /// `TooManyProviderTokenUpdates`), and replaced early only after APNs says `ExpiredProviderToken`.
-public actor APNsTokenManager {
+///
+/// Every push asks for its token, so the cache is a lock rather than an actor: a hit is a
+/// dictionary lookup on the caller's thread, not two hops between executors. Minting (an ECDSA
+/// signature, about once in 45 minutes per key) runs under the lock.
+public final class APNsTokenManager: Sendable {
     private struct Cached {
         var token: String
         var issuedAt: Date
         var refreshAfter: TimeInterval
+    }
+
+    private struct State: ~Copyable {
+        var cache: [APNsSigningKey: Cached] = [:]
+        var parsedKeys: [String: P256.Signing.PrivateKey] = [:]
     }
 
     /// Youngest age at which a token may be replaced.
@@ -59,8 +76,7 @@ public actor APNsTokenManager {
     public static let refreshAge: ClosedRange<TimeInterval> = (40 * 60)...(50 * 60)
 
     private let clock: any WallClock
-    private var cache: [APNsSigningKey: Cached] = [:]
-    private var parsedKeys: [String: P256.Signing.PrivateKey] = [:]
+    private let state = Mutex(State())
     private let onMint: @Sendable () -> Void
 
     /// Creates a manager.
@@ -76,10 +92,14 @@ public actor APNsTokenManager {
     /// The current token for `key`, minting one when none is fresh enough.
     public func token(for key: APNsSigningKey) throws -> String {
         let now = clock.now
-        if let cached = cache[key], now.timeIntervalSince(cached.issuedAt) < cached.refreshAfter {
-            return cached.token
+        let (token, minted) = try state.withLock { state throws -> (String, Bool) in
+            if let cached = state.cache[key], now.timeIntervalSince(cached.issuedAt) < cached.refreshAfter {
+                return (cached.token, false)
+            }
+            return (try Self.mint(key, now: now, &state), true)
         }
-        return try mint(key, now: now)
+        if minted { onMint() }
+        return token
     }
 
     /// Reports that APNs answered `ExpiredProviderToken` for `token`.
@@ -88,23 +108,25 @@ public actor APNsTokenManager {
     ///   when it is too young to replace (a clock problem, not an old token).
     @discardableResult
     public func reportExpired(_ token: String, for key: APNsSigningKey) -> Bool {
-        guard let cached = cache[key], cached.token == token else { return true }  // already replaced
-        guard clock.now.timeIntervalSince(cached.issuedAt) >= Self.minimumAge else { return false }
-        cache[key] = nil
-        return true
+        let now = clock.now
+        return state.withLock { state in
+            guard let cached = state.cache[key], cached.token == token else { return true }  // already replaced
+            guard now.timeIntervalSince(cached.issuedAt) >= Self.minimumAge else { return false }
+            state.cache[key] = nil
+            return true
+        }
     }
 
-    private func mint(_ key: APNsSigningKey, now: Date) throws -> String {
+    private static func mint(_ key: APNsSigningKey, now: Date, _ state: inout State) throws -> String {
         let privateKey: P256.Signing.PrivateKey
-        if let parsed = parsedKeys[key.privateKeyPEM] {
+        if let parsed = state.parsedKeys[key.privateKeyPEM] {
             privateKey = parsed
         } else {
             privateKey = try P256.Signing.PrivateKey(pemRepresentation: key.privateKeyPEM)
-            parsedKeys[key.privateKeyPEM] = privateKey
+            state.parsedKeys[key.privateKeyPEM] = privateKey
         }
         let token = try APNsProviderToken.make(teamID: key.teamID, keyID: key.keyID, privateKey: privateKey, issuedAt: now)
-        cache[key] = Cached(token: token, issuedAt: now, refreshAfter: .random(in: Self.refreshAge))
-        onMint()
+        state.cache[key] = Cached(token: token, issuedAt: now, refreshAfter: .random(in: Self.refreshAge))
         return token
     }
 }

@@ -82,34 +82,39 @@ import Testing
         let mints = Counter()
         let manager = APNsTokenManager(clock: clock, onMint: { mints.increment() })
         let key = APNsSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", privateKeyPEM: TestCredentials.apnsP8())
-        let first = try await manager.token(for: key)
+        let first = try manager.token(for: key)
         clock.advance(by: 39 * 60 + 59)
-        #expect(try await manager.token(for: key) == first)
+        #expect(try manager.token(for: key) == first)
         #expect(mints.value == 1)
         clock.advance(by: 10 * 60 + 2)  // past 50 minutes: always refreshed
-        let second = try await manager.token(for: key)
+        let second = try manager.token(for: key)
         #expect(second != first)
         #expect(mints.value == 2)
         // Another key gets its own token.
         let other = APNsSigningKey(teamID: "TEAM123456", keyID: "OTHER12345", privateKeyPEM: TestCredentials.apnsP8())
-        #expect(try await manager.token(for: other) != second)
+        #expect(try manager.token(for: other) != second)
+        // A new .p8 under the same ids (a rotated key file) is another key, though it hashes alike.
+        let rotated = APNsSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
+        #expect(rotated.hashValue == key.hashValue)
+        #expect(try manager.token(for: rotated) != second)
+        #expect(mints.value == 4)
     }
 
     @Test func expiredProviderTokenRemintsOnlyWhenTwentyMinutesOld() async throws {
         let clock = ManualWallClock()
         let manager = APNsTokenManager(clock: clock)
         let key = APNsSigningKey(teamID: "TEAM123456", keyID: "KEY1234567", privateKeyPEM: TestCredentials.apnsP8())
-        let first = try await manager.token(for: key)
+        let first = try manager.token(for: key)
         clock.advance(by: 5 * 60)
-        #expect(await manager.reportExpired(first, for: key) == false)
-        #expect(try await manager.token(for: key) == first)
+        #expect(manager.reportExpired(first, for: key) == false)
+        #expect(try manager.token(for: key) == first)
         clock.advance(by: 16 * 60)
-        #expect(await manager.reportExpired(first, for: key) == true)
-        let second = try await manager.token(for: key)
+        #expect(manager.reportExpired(first, for: key) == true)
+        let second = try manager.token(for: key)
         #expect(second != first)
         // A stale report about the replaced token changes nothing.
-        #expect(await manager.reportExpired(first, for: key) == true)
-        #expect(try await manager.token(for: key) == second)
+        #expect(manager.reportExpired(first, for: key) == true)
+        #expect(try manager.token(for: key) == second)
     }
 }
 
