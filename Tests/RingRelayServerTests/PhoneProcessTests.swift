@@ -61,29 +61,19 @@ import Testing
     }
 
     /// A live in-process server with an account; `body` gets its URL and account key.
+    ///
+    /// The server's clock runs with real time, as the phones' clocks do: a phone ignores a ring
+    /// whose end (45 s after the server's now) has passed by its own clock, and a clock that stood
+    /// still at the start made every ring of a test starved past that on a loaded machine one the
+    /// phones acknowledged and ignored.
     static func withServer(_ body: @Sendable (any TestClientProtocol, String, String, TemporaryDirectory) async throws -> Void) async throws {
-        try await withServer { client, url, key, directory, _ in try await body(client, url, key, directory) }
-    }
-
-    /// As ``withServer(_:)``, and `body` gets the server's clock too. It stands still at the
-    /// start, while the phones' clocks run: a phone ignores a ring whose end (45 s after the
-    /// server's now) has passed by its own clock, so a test that may take longer on a loaded
-    /// machine calls ``catchUp(_:)`` before each call.
-    static func withServer(
-        _ body: @Sendable (any TestClientProtocol, String, String, TemporaryDirectory, ManualWallClock) async throws -> Void
-    ) async throws {
-        let server = try await TestServer.make(start: Date())
+        let server = try await TestServer.make(start: Date(), running: true)
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         try await server.withClient(.live) { client in
             let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
-            try await body(client, "http://127.0.0.1:\(try #require(client.port))", key, directory, server.clock)
+            try await body(client, "http://127.0.0.1:\(try #require(client.port))", key, directory)
         }
-    }
-
-    /// Moves the server's clock to the phones' time.
-    static func catchUp(_ clock: ManualWallClock) {
-        clock.advance(by: max(0, Date().timeIntervalSince(clock.now)))
     }
 
     @Test func twoPhonesOfOneIdentityRingAndTheAutoAnswerWins() async throws {
@@ -242,7 +232,7 @@ import Testing
     /// A sealed call between two phones with key files: the caller's name travels only in the
     /// box, which the callee's phone opens; the server's record knows nothing of it.
     @Test func twoPhonesWithKeyFilesPlaceAndAnswerASealedCall() async throws {
-        try await Self.withServer { client, url, key, directory, clock in
+        try await Self.withServer { client, url, key, directory in
             let bobKey = directory.appending("bob.key")
             let aliceKey = directory.appending("alice.key")
             // An older phone left its key on an `apns_voip` binding with a made-up token, in its binding file.
@@ -257,7 +247,6 @@ import Testing
             #expect(bobBinding["bindingId"]?.hasPrefix("bnd_") == true)
             try await bob.waitFor("ready") { $0["event"] == "ready" }
 
-            Self.catchUp(clock)
             let alice = try Phone(
                 [
                     "--server", url, "--api-key", key, "--identity", "alice", "--device-id", "alice-1", "--key-file", aliceKey,
@@ -317,15 +306,15 @@ import Testing
     /// changed; and when his device's key on the server is not his, his phone refuses the box and
     /// says why.
     @Test func aNewKeyIsReportedToTheCallerAndAnUnopenableBoxIsRefused() async throws {
-        try await Self.withServer { client, url, key, directory, clock in
-            try await Self.replaceBobsKeyBetweenSealedCalls(client: client, url: url, key: key, directory: directory, clock: clock)
+        try await Self.withServer { client, url, key, directory in
+            try await Self.replaceBobsKeyBetweenSealedCalls(client: client, url: url, key: key, directory: directory)
         }
     }
 
     /// The steps of ``aNewKeyIsReportedToTheCallerAndAnUnopenableBoxIsRefused()``, outside the
     /// server closure (Swift 6.3.1's region analysis crashes on them inside it).
     static func replaceBobsKeyBetweenSealedCalls(
-        client: any TestClientProtocol, url: String, key: String, directory: TemporaryDirectory, clock: ManualWallClock
+        client: any TestClientProtocol, url: String, key: String, directory: TemporaryDirectory
     ) async throws {
         let bobKey = directory.appending("bob.key")
         let bobArguments = [
@@ -341,7 +330,6 @@ import Testing
         let bob1 = try Phone(bobArguments, directory: directory.path)
         let first = try await bob1.waitFor("key") { $0["event"] == "key" }
         try await bob1.waitFor("ready") { $0["event"] == "ready" }
-        Self.catchUp(clock)
         let alice1 = try Phone(aliceArguments, directory: directory.path)
         let outgoing1 = try await alice1.waitFor("outgoing") { $0["event"] == "outgoing" }
         let firstCall = try #require(outgoing1["callId"])
@@ -360,7 +348,6 @@ import Testing
         let keys = try await client.send(.get, "/v1/identities/bob/keys", token: key).decode(DeviceKeyList.self)
         #expect(keys.data.map(\.bindingId) == [second["bindingId"]])
         try await bob2.waitFor("ready") { $0["event"] == "ready" }
-        Self.catchUp(clock)
         let alice2 = try Phone(aliceArguments, directory: directory.path)
         let outgoing2 = try await alice2.waitFor("outgoing") { $0["event"] == "outgoing" }
         let secondCall = try #require(outgoing2["callId"])
@@ -383,7 +370,6 @@ import Testing
         )
         #expect(foreign.status == .created)
         #expect(try await client.send(.delete, "/v1/bindings/\(try #require(second["bindingId"]))", token: key).status == .noContent)
-        Self.catchUp(clock)
         let alice3 = try Phone(aliceArguments, directory: directory.path)
         let outgoing3 = try await alice3.waitFor("outgoing") { $0["event"] == "outgoing" }
         let thirdCall = try #require(outgoing3["callId"])

@@ -26,10 +26,11 @@ struct TestServer {
 
     /// A server whose clock starts at `start` (a fixed date by default; pushes need the real date,
     /// because push services check token times against their own clocks).
-    static func make(start: Date = Date(timeIntervalSince1970: 1_790_000_000)) async throws -> TestServer {
+    /// `running` makes the clock move with real time too (see ``ManualWallClock``).
+    static func make(start: Date = Date(timeIntervalSince1970: 1_790_000_000), running: Bool = false) async throws -> TestServer {
         let directory = try TemporaryDirectory()
         let store = try await SQLiteStore.open(path: directory.appending("ringrelay.sqlite"), logger: TestLogging.logger("test"))
-        return TestServer(directory: directory, store: store, clock: ManualWallClock(start: start))
+        return TestServer(directory: directory, store: store, clock: ManualWallClock(start: start, running: running))
     }
 
     /// Runs `body` against the application through the router (no socket), then cleans up.
