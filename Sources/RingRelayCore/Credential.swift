@@ -54,6 +54,15 @@ public struct FCMCredential: Sendable, Hashable, Codable {
         self.clientEmail = clientEmail
         self.tokenURI = tokenURI
     }
+
+    /// Hashes the account's names only: the token cache and the connection pools look a
+    /// credential up on every push, and its JSON (with the private key) is a few kilobytes.
+    /// Equality still compares it all, so a new key for the same account is another credential.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(clientEmail)
+        hasher.combine(projectID)
+        hasher.combine(tokenURI)
+    }
 }
 
 /// Twilio credentials for verifying `X-Twilio-Signature`.

@@ -91,6 +91,20 @@ import Testing
         #expect(refreshed.issuedAt == clock.now)
     }
 
+    @Test func aNewKeyForTheSameAccountIsAnotherCredential() async throws {
+        let endpoint = FakeEndpoint(lifetime: 3600, delay: .zero)
+        let manager = Self.manager(endpoint, clock: ManualWallClock(start: Date()))
+        var rotated = Self.credential
+        rotated.serviceAccountJSON += " "
+        // Hashed alike (the names are the same), told apart by equality.
+        #expect(rotated.hashValue == Self.credential.hashValue)
+        #expect(rotated != Self.credential)
+        #expect(try await manager.token(for: Self.credential).value == "token-1")
+        #expect(try await manager.token(for: rotated).value == "token-2")
+        #expect(try await manager.token(for: Self.credential).value == "token-1")
+        #expect(endpoint.count == 2)
+    }
+
     @Test func expiredTokenIsNeverHandedOut() async throws {
         let endpoint = FakeEndpoint(lifetime: 3600, delay: .zero)
         let clock = ManualWallClock(start: Date())
