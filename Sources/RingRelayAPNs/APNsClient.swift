@@ -230,8 +230,9 @@ public final class APNsClient: Service, Sendable {
             switch error.kind {
             case .timedOut: return failure("Timeout")
             case .queueDeadline:
-                // Every connection was full until the deadline: too few connections for the volume.
-                logger.warning("APNs push waited for a stream past its deadline", metadata: ["push.reason": .string(error.detail)])
+                // Every connection was full until the deadline (too few connections for the
+                // volume), or the push came to the pool too late: the detail says which.
+                logger.warning("APNs push not sent before its deadline", metadata: ["push.reason": .string(error.detail)])
                 return failure("Timeout")
             case .shutDown: return failure("ClientShutDown")
             case .connectFailed:

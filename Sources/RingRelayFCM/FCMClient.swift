@@ -202,8 +202,9 @@ public final class FCMClient: Service, Sendable {
             switch error.kind {
             case .timedOut: return failure("Timeout", .retry)
             case .queueDeadline:
-                // Every connection was full until the deadline: too few connections for the volume.
-                logger.warning("FCM push waited for a stream past its deadline", metadata: ["push.reason": .string(error.detail)])
+                // Every connection was full until the deadline (too few connections for the
+                // volume), or the push came to the pool too late: the detail says which.
+                logger.warning("FCM push not sent before its deadline", metadata: ["push.reason": .string(error.detail)])
                 return failure("Timeout", .retry)
             case .shutDown: return failure("ClientShutDown", .drop, message: "the FCM client is shut down")
             case .connectFailed:

@@ -146,6 +146,9 @@ public final class HTTP2ConnectionPool: Sendable {
             state.nextID &+= 1
             let waiter = Waiter(id: state.nextID, request: request, timeout: timeout, deadline: deadline, refusals: 0, promise: promise)
             guard !state.shutDown else { return Actions(failures: [(waiter, HTTP2Failure(.shutDown))]) }
+            guard deadline > .now() else {
+                return Actions(failures: [(waiter, HTTP2Failure(.queueDeadline, detail: "the deadline had passed before the request reached the pool"))])
+            }
             state.waiters.append(waiter)
             let actions = dispatch(&state)
             if state.waiters.last?.id == waiter.id { scheduleExpiry(at: state.waiters.index(before: state.waiters.endIndex), &state) }

@@ -159,6 +159,14 @@ import Testing
             #expect(outcome.disposition == .retry)
             #expect(outcome.reason == "Timeout")
         }
+        // Each is logged with what the pool looked like: its one connection full at one stream.
+        let waited = harness.log.lines.filter { $0.contains("no stream was free before the deadline") }
+        #expect(waited.count == 5, "\(harness.log.lines)")
+        #expect(waited.allSatisfy { $0.contains("connections: [1/1 streams]") }, "\(waited.first ?? "")")
+        // A push that reaches the pool after its deadline is never queued, and says so.
+        let (tooLate, _) = try await harness.push(Self.token(6), deadline: -1)
+        #expect(tooLate.reason == "Timeout")
+        #expect(harness.log.lines.contains { $0.contains("the deadline had passed before the request reached the pool") }, "\(harness.log.lines)")
         #expect(try await first.value.0.disposition == .delivered)
         // Only the first was ever sent.
         #expect(await server.processedRequests(atLeast: 1).count == 1)
