@@ -117,7 +117,9 @@ import Testing
 
     @Test func aWrongSigningKeyIsAConfigurationFaultAtOnce() async throws {
         let server = try await InteropServer.strict(scenario: "apns", arguments: ["--expect-key-id", "OTHERKEY12"])
-        let harness = try Self.harness(server)
+        // A request timeout far above the bound below, so the bound tells answers from timeouts
+        // even on a loaded machine.
+        let harness = try Self.harness(server, timeout: .seconds(60))
         let started = ContinuousClock.now
         let results = try await harness.fanOut(20)
         let elapsed = ContinuousClock.now - started
@@ -127,8 +129,8 @@ import Testing
             #expect(outcome.reason == "InvalidProviderToken")
             #expect(outcome.attempts == 1)
         }
-        // An answer, not a timeout: the request timeout (10 s) never ran out.
-        #expect(elapsed < .seconds(8))
+        // Answers, not timeouts.
+        #expect(elapsed < .seconds(30))
         #expect(await server.processedRequests(atLeast: 20).count == 20)
         await harness.shutdown()
     }
