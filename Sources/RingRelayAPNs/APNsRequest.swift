@@ -64,11 +64,11 @@ public struct APNsRequest: Sendable, Hashable {
     ///   - deviceToken: the binding's token (hex).
     ///   - payload: the JSON body.
     ///   - expiresAt: for alert pushes, when APNs should stop trying; VoIP pushes always use 0.
-    ///   - apnsID: the push id; a fresh one by default.
+    ///   - apnsID: the push id; a fresh random one by default.
     /// - Throws: ``APNsRequestError`` when the payload is empty or too large, or the token is not hex.
     public init(
         kind: APNsPushKind, bundleID: String, deviceToken: String, payload: [UInt8], expiresAt: Date? = nil,
-        collapseID: String? = nil, apnsID: UUID = UUID()
+        collapseID: String? = nil, apnsID: UUID? = nil
     ) throws(APNsRequestError) {
         guard !payload.isEmpty else { throw .payloadEmpty }
         guard payload.count <= kind.maxPayloadBytes else {
@@ -82,7 +82,7 @@ public struct APNsRequest: Sendable, Hashable {
         self.topic = kind.topic(bundleID: bundleID)
         self.deviceToken = deviceToken.lowercased()
         self.payload = payload
-        self.apnsID = apnsID.uuidString.lowercased()
+        self.apnsID = (apnsID ?? .pooledRandom()).uuidString.lowercased()
         self.priority = 10
         self.expiration = kind == .voip ? 0 : Int(expiresAt?.timeIntervalSince1970.rounded(.up) ?? 0)
         self.collapseID = collapseID

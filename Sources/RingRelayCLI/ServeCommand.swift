@@ -157,11 +157,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ExitCode(78)  // EX_CONFIG
         }
         LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                switch configuration.logFormat {
-                case .text: PlainMetadataLogHandler.standardError(label: label)
-                case .json: JSONLogHandler.standardError(label: label)
-                }
+            var handler = LineLogHandler.standardError(label: label, format: configuration.logFormat)
             handler.logLevel = configuration.logLevel
             return handler
         }
@@ -203,7 +199,7 @@ enum StartupFailure {
         case .text:
             printError(message)
         case .json:
-            let logger = Logger(label: "ringrelay") { JSONLogHandler.standardError(label: $0) }
+            let logger = Logger(label: "ringrelay") { LineLogHandler.standardError(label: $0, format: .json) }
             logger.critical("\(message)", metadata: code.map { ["error.code": .string($0)] })
         }
     }

@@ -57,10 +57,11 @@ public struct PushRetryPolicy: Sendable {
             if !answer.connectionLost { counted += 1 }
             var outcome = answer.outcome
             outcome.attempts = number
+            guard outcome.disposition == .retry, counted < maxAttempts else { return outcome }
+            // The jitter is drawn only for a retry: a draw is a system call, and most pushes
+            // are answered at the first attempt.
             let wait = (answer.retryAfter ?? .zero) + backoff(attempt: number)
-            guard outcome.disposition == .retry, counted < maxAttempts,
-                clock.now.addingTimeInterval(wait.timeInterval) < deadline
-            else { return outcome }
+            guard clock.now.addingTimeInterval(wait.timeInterval) < deadline else { return outcome }
             try? await sleep(wait)
         }
     }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Generates prefixed, time-ordered identifiers such as `bnd_01JD3…`.
 ///
@@ -22,12 +21,10 @@ public enum ResourceID {
 
     static let alphabet = Array("0123456789abcdefghjkmnpqrstvwxyz".utf8)
 
-    private static let randomness = RandomBits()
-
     /// Makes a new identifier with the given prefix, ordered by `date`.
     public static func make(_ prefix: String, at date: Date = Date()) -> String {
         let millis = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded())) & 0xFFFF_FFFF_FFFF
-        let (high, low) = randomness.next()
+        let (high, low) = RandomBits.shared.next80()
         // 128 bits: 48 time | 16 random | 64 random, emitted 5 bits at a time from the top.
         let upper = (millis << 16) | UInt64(high)
         var chars = [UInt8]()
@@ -56,33 +53,5 @@ public enum ResourceID {
         let utf8 = Array(id.utf8)
         guard utf8.count == prefix.utf8.count + 27, id.hasPrefix(prefix + "_") else { return false }
         return utf8.suffix(26).allSatisfy { alphabet.contains($0) }
-    }
-}
-
-/// The random part of identifiers, drawn from the system's CSPRNG (`arc4random_buf`) 4 KiB at a
-/// time: a ring makes several identifiers, and `SystemRandomNumberGenerator` makes a system call
-/// for every 8 bytes. Each byte is handed out once.
-private final class RandomBits: Sendable {
-    private struct Pool {
-        var bytes = [UInt8](repeating: 0, count: 4096)
-        var used = 4096
-    }
-
-    private let pool = Mutex(Pool())
-
-    /// 80 fresh random bits.
-    func next() -> (UInt16, UInt64) {
-        pool.withLock { pool in
-            if pool.used + 10 > pool.bytes.count {
-                pool.bytes.withUnsafeMutableBytes { arc4random_buf($0.baseAddress!, $0.count) }
-                pool.used = 0
-            }
-            var high: UInt16 = 0
-            var low: UInt64 = 0
-            for offset in 0..<2 { high = high << 8 | UInt16(pool.bytes[pool.used + offset]) }
-            for offset in 2..<10 { low = low << 8 | UInt64(pool.bytes[pool.used + offset]) }
-            pool.used += 10
-            return (high, low)
-        }
     }
 }

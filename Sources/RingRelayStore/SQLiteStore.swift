@@ -99,6 +99,9 @@ public final class SQLiteStore: DataStore {
             // A log that grew past the checkpoint size in a burst (a checkpoint waiting its turn)
             // is cut back to it when it starts over, instead of keeping its largest size on disk.
             _ = try connection.query("PRAGMA journal_size_limit = \(Self.checkpointFrames * 4096)")
+            // Statement journals (a multi-row upsert's undo pages) stay in memory: past 64 KiB
+            // SQLite moved them to a temporary file, opened and deleted for each statement.
+            _ = try connection.query("PRAGMA temp_store = MEMORY")
             _ = try connection.query("PRAGMA foreign_keys = ON")
             _ = try connection.query("PRAGMA busy_timeout = 5000")
             // A checkpoint syncs the log before copying it and the file after, as NORMAL asks.

@@ -22,6 +22,31 @@ import Testing
         #expect(!ResourceID.isValid(id + "0", prefix: "acc"))
         #expect(!ResourceID.isValid(String(id.dropLast()) + "U", prefix: "acc"))
     }
+
+    /// Push ids (`apns-id`) come from the same pool: version 4, RFC 9562's variant, never repeated,
+    /// and every random bit in use (no byte stuck across 20,000 ids, which span several refills).
+    @Test func pooledUUIDsAreVersion4AndUnique() {
+        let ids = (0..<20_000).map { _ in UUID.pooledRandom() }
+        #expect(Set(ids).count == ids.count)
+        var seenOr = [UInt8](repeating: 0, count: 16)
+        var seenAnd = [UInt8](repeating: 0xFF, count: 16)
+        for id in ids {
+            let bytes = withUnsafeBytes(of: id.uuid) { Array($0) }
+            #expect(bytes[6] >> 4 == 4 && bytes[8] >> 6 == 0b10)
+            for index in 0..<16 {
+                seenOr[index] |= bytes[index]
+                seenAnd[index] &= bytes[index]
+            }
+        }
+        // Bits other than the version's and the variant's take both values.
+        let fixedOnes: [Int: UInt8] = [6: 0x40, 8: 0x80]
+        let fixedZeros: [Int: UInt8] = [6: 0xB0, 8: 0x40]
+        for index in 0..<16 {
+            #expect(seenAnd[index] == fixedOnes[index, default: 0], "byte \(index)")
+            #expect(seenOr[index] == 0xFF & ~fixedZeros[index, default: 0], "byte \(index)")
+        }
+        #expect(ids[0].uuidString.lowercased().range(of: #"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$"#, options: .regularExpression) != nil)
+    }
 }
 
 @Suite struct BindingRulesTests {

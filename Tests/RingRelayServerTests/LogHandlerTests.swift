@@ -20,7 +20,7 @@ import Testing
     @Test func linesMatchStreamLogHandlersWithTheLoggersAndTheLinesMetadata() {
         let (plain, stream) = (Lines(), Lines())
         var loggers = [
-            Logger(label: "ringrelay") { PlainMetadataLogHandler(stream: StreamLogHandler(label: $0, stream: plain, metadataProvider: nil)) },
+            Logger(label: "ringrelay") { label in LineLogHandler(label: label, format: .text) { plain.write($0) } },
             Logger(label: "ringrelay") { StreamLogHandler(label: $0, stream: stream, metadataProvider: nil) },
         ]
         for index in loggers.indices {
@@ -38,6 +38,39 @@ import Testing
         #expect(plain.withoutTimestamps.count == 4)
         #expect(plain.withoutTimestamps == stream.withoutTimestamps)
         #expect(plain.withoutTimestamps[2].contains("call.id=call_3"))
+        // The timestamps too: local time to the second, with the zone's offset, as strftime makes it.
+        let timestamps = [plain.all, stream.all].map { $0.split(separator: "\n").map { String($0.prefix { $0 != " " }) } }
+        for timestamp in timestamps.joined() {
+            #expect(timestamp.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4}$"#, options: .regularExpression) != nil, "\(timestamp)")
+        }
+        #expect(LogTimestamp.format(0) == Self.streamTimestamp(at: 0))
+        #expect(LogTimestamp.format(1_800_000_000) == Self.streamTimestamp(at: 1_800_000_000))
+    }
+
+    /// What StreamLogHandler's own formatting (`localtime`, `strftime`) makes of `second`.
+    private static func streamTimestamp(at second: time_t) -> String {
+        var seconds = second
+        var buffer = [CChar](repeating: 0, count: 255)
+        strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S%z", localtime(&seconds))
+        return String(cString: buffer)
+    }
+
+    /// Errors logged with a line become metadata, as StreamLogHandler writes them.
+    @Test func errorsAndProviderMetadataMatchStreamLogHandlers() {
+        struct Refusal: Error {}
+        let (plain, stream) = (Lines(), Lines())
+        let provider = Logger.MetadataProvider { ["request.id": "req-1"] }
+        var loggers = [
+            Logger(label: "") { label in LineLogHandler(label: label, format: .text, metadataProvider: provider) { plain.write($0) } },
+            Logger(label: "") { StreamLogHandler(label: $0, stream: stream, metadataProvider: provider) },
+        ]
+        for index in loggers.indices {
+            loggers[index][metadataKey: "request.id"] = "overridden by the provider"
+            loggers[index].error("failed", error: Refusal())
+        }
+        #expect(plain.withoutTimestamps.count == 1)
+        #expect(plain.withoutTimestamps == stream.withoutTimestamps)
+        #expect(plain.withoutTimestamps.first?.contains("request.id=req-1") == true)
     }
 
     /// `--log-format json`: one object a line, always the same six keys in the same order, the
@@ -46,7 +79,7 @@ import Testing
         let lines = Lines()
         let provider = Logger.MetadataProvider { ["request.id": "req-1", "call.id": "from-provider"] }
         var logger = Logger(label: "ringrelay") { label in
-            JSONLogHandler(label: label, metadataProvider: provider) { line in lines.write(line) }
+            LineLogHandler(label: label, format: .json, metadataProvider: provider) { line in lines.write(line) }
         }
         logger.logLevel = .info
         logger[metadataKey: "call.id"] = "from-logger"

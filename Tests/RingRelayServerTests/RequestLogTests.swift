@@ -12,13 +12,13 @@ import Testing
 /// Request ids and the access log (issue 19 item 13): every answer carries `X-Request-Id`, and the
 /// log lines the request causes carry the same id.
 @Suite struct RequestLogTests {
-    /// The lines a ``JSONLogHandler`` wrote, parsed.
+    /// The lines a ``LineLogHandler`` (JSON) wrote, parsed.
     final class Lines: Sendable {
         private let text = Mutex("")
 
         /// A server logger (at `level`) writing JSON lines here.
         func logger(level: Logger.Level = .info) -> Logger {
-            var logger = Logger(label: "ringrelay") { label in JSONLogHandler(label: label) { line in self.text.withLock { $0 += line } } }
+            var logger = Logger(label: "ringrelay") { label in LineLogHandler(label: label, format: .json) { line in self.text.withLock { $0 += line } } }
             logger.logLevel = level
             return logger
         }

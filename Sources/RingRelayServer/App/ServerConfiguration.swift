@@ -307,7 +307,7 @@ public struct ServerConfiguration: Sendable {
 public enum LogFormat: String, Sendable, CaseIterable {
     /// swift-log's text lines: `2026-05-01T08:00:00+0000 info ringrelay: key=value … message`.
     case text
-    /// One JSON object a line, for log collectors (see ``JSONLogHandler``).
+    /// One JSON object a line, for log collectors (see ``LineLogHandler``).
     case json
 }
 
