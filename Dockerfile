@@ -51,10 +51,11 @@ FROM ${RUNTIME_IMAGE}
 # What the binary needs beyond the base image (see `ldd ringrelay`): libcurl4, because Foundation's
 # networking module is linked in; ca-certificates, the roots APNs' and FCM's TLS certificates are
 # checked against; curl, for the health check below (it adds only its executable to libcurl4).
-# libstdc++6 and zlib1g are in the base image already and named so that stays true.
+# libstdc++6 and zlib1g are in the base image already and named so that stays true. libjemalloc2
+# is the memory allocator the server runs on (LD_PRELOAD below).
 RUN export DEBIAN_FRONTEND=noninteractive \
     && apt-get -q update \
-    && apt-get -q install -y --no-install-recommends ca-certificates curl libcurl4 libstdc++6 zlib1g \
+    && apt-get -q install -y --no-install-recommends ca-certificates curl libcurl4 libjemalloc2 libstdc++6 zlib1g \
     && rm -rf /var/lib/apt/lists/*
 
 # A fixed uid, so a bind-mounted data directory can be chowned to it (chown 10001:10001 DIR).
@@ -69,9 +70,14 @@ RUN ln -s /app/ringrelay /usr/local/bin/ringrelay
 
 # The container's address and port are fixed here (publish another port with -p instead); the
 # data directory is the volume. Everything else comes from the environment (.env.example).
+#
+# jemalloc replaces glibc's malloc: a Swift server allocates and frees small objects across threads
+# all the time, and on glibc's allocator a webhook took about 8 % more CPU (docs/BENCHMARKS.md,
+# "The allocator"). A bare name, so the loader finds it on any architecture's library path.
 ENV RINGRELAY_HOST=0.0.0.0 \
     RINGRELAY_PORT=8080 \
     RINGRELAY_DATA_DIR=/var/lib/ringrelay \
+    LD_PRELOAD=libjemalloc.so.2 \
     SWIFT_BACKTRACE=enable=yes,sanitize=yes,threads=all,images=all,interactive=no,swift-backtrace=/app/swift-backtrace-static
 
 USER ringrelay:ringrelay

@@ -206,6 +206,18 @@ enum ProcessMemory {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// The memory allocator a process runs on, from the libraries it mapped: `jemalloc` when
+    /// `LD_PRELOAD=libjemalloc.so.2` put it in (as the container image does), else glibc's.
+    static func allocator(pid: Int32) -> String {
+        // Read to the end: `/proc` files report size 0, and String(contentsOfFile:) stopped early.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/maps"), let data = try? handle.readToEnd() else { return "unknown" }
+        try? handle.close()
+        let maps = String(decoding: data, as: UTF8.self)
+        if maps.contains("/libjemalloc.so") { return "jemalloc" }
+        if maps.contains("/libtcmalloc") { return "tcmalloc" }
+        return "glibc malloc"
+    }
+
     /// Resident set size (`VmRSS`) of a process now, in MiB.
     static func residentMiB(pid: Int32) -> Double? {
         statusMiB("VmRSS", pid: pid)

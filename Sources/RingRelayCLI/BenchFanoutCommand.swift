@@ -122,7 +122,9 @@ extension BenchCommand {
                         duplicates: nginx.map { Self.duplicates(in: $0, after: before) }, outcomes: outcomes,
                         serverCPUMicrosecondsPerPush: cpu * 1e6 / Double(devices)))
             }
-            return FanoutBenchResult(devices: devices, endpoint: nginx == nil ? "external" : "nginx", runs: runs, peakRSSMiB: ProcessMemory.peakResidentMiB(pid: server.pid))
+            return FanoutBenchResult(
+                devices: devices, endpoint: nginx == nil ? "external" : "nginx", runs: runs,
+                peakRSSMiB: ProcessMemory.peakResidentMiB(pid: server.pid), allocator: ProcessMemory.allocator(pid: server.pid))
         }
 
         /// `method path` answered with a call resource, which lists every delivery, so it can be megabytes.
@@ -157,6 +159,8 @@ struct FanoutBenchResult: Codable {
     var endpoint: String
     var runs: [Run]
     var peakRSSMiB: Double?
+    /// The server's memory allocator (``ProcessMemory/allocator(pid:)``).
+    var allocator: String?
 
     var summary: String {
         var lines = ["one call to \(devices) apns_voip bindings, \(endpoint) as the APNs endpoint"]
@@ -167,7 +171,7 @@ struct FanoutBenchResult: Codable {
                     + "at the server \(run.arrivedAtServer.map(String.init) ?? "n/a"), duplicates \(run.duplicates.map(String.init) ?? "n/a"); "
                     + "server CPU \(String(format: "%.1f", run.serverCPUMicrosecondsPerPush)) µs/push; deliveries: \(outcomes)")
         }
-        lines.append("peak RSS    \(peakRSSMiB.map { String(format: "%.0f MiB", $0) } ?? "unknown") (server)")
+        lines.append("peak RSS    \(peakRSSMiB.map { String(format: "%.0f MiB", $0) } ?? "unknown") (server, \(allocator ?? "unknown allocator"))")
         return lines.joined(separator: "\n")
     }
 }

@@ -118,6 +118,7 @@ extension BenchCommand {
                 return result
             }
             result.serverPeakRSSMiB = ProcessMemory.peakResidentMiB(pid: server.pid)
+            result.serverAllocator = ProcessMemory.allocator(pid: server.pid)
             await server.stop()
             try await simulator?.shutdown()
             try emit(result, summary: result.summary, json: json)
@@ -309,6 +310,7 @@ struct WebhookBenchResult: Codable {
     var pushMaxMs: Double?
     var serverCPUMicrosecondsPerWebhook: Double?
     var serverPeakRSSMiB: Double?
+    var serverAllocator: String?
 
     var summary: String {
         var lines = [
@@ -323,7 +325,8 @@ struct WebhookBenchResult: Codable {
         lines.append(
             "response     p50 \(String(format: "%.2f", responseP50Ms)) ms, p99 \(String(format: "%.2f", responseP99Ms)) ms, max \(String(format: "%.2f", responseMaxMs)) ms (after the push's answer)")
         lines.append("server CPU   \(serverCPUMicrosecondsPerWebhook.map { String(format: "%.0f µs a webhook", $0) } ?? "unknown")")
-        lines.append("server RSS   \(serverPeakRSSMiB.map { String(format: "%.0f MiB peak", $0) } ?? "unknown")")
+        lines.append(
+            "server RSS   \(serverPeakRSSMiB.map { String(format: "%.0f MiB peak", $0) } ?? "unknown"); allocator \(serverAllocator ?? "unknown")")
         return lines.joined(separator: "\n")
     }
 }
