@@ -51,6 +51,10 @@ import Testing
         // Under NIO's 64 KiB high-water mark, so that the waiting answers pass the budget before
         // reads are held for writability (which would only hold this device, not close it).
         server.configuration.liveOutboundBudget = LiveOutboundLimits(bytes: 16 * 1024, frames: 1024)
+        // The test's HTTP connection waits unused while the device floods and reads (up to 70 s):
+        // with the default 60 s idle timeout a loaded machine saw the server close it, and the
+        // next request failed with "I/O on closed channel".
+        server.configuration.idleTimeout = .seconds(600)
         let adminToken = server.adminToken
         try await server.withClient(.live) { client in
             let port = try #require(client.port)

@@ -39,6 +39,54 @@ import Testing
         #expect(again.replayed == 1)
     }
 
+    /// A ring whose task ran late (a loaded server) reaches the hub after the call was answered
+    /// elsewhere: it is not sent, so no device hears `call.incoming` after its ending. The full
+    /// suite saw exactly that once with a build beside it. The record goes after the ring deadline.
+    @Test func aRingThatComesAfterTheCallsEndingIsNotSent() throws {
+        let clock = ManualWallClock(start: Date(timeIntervalSince1970: 1_790_000_000))
+        let hub = LiveHub(clock: clock)
+        let (b1, b2) = (DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1"), DeviceKey(accountID: "acc", identity: "bob", deviceID: "b2"))
+        let toB1 = Mutex<[String]>([])
+        let toB2 = Mutex<[String]>([])
+        _ = hub.connect(b1, lastEventID: nil, sink: LiveHub.Sink(send: { text in toB1.withLock { $0.append(text) } }, close: { _, _ in }))
+        _ = hub.connect(b2, lastEventID: nil, sink: LiveHub.Sink(send: { text in toB2.withLock { $0.append(text) } }, close: { _, _ in }))
+        var call = Self.call(at: clock.now)
+        let ringing = call
+        #expect(hub.ring(.incoming, call: ringing, to: b2, calleeBusy: false, provider: nil, rawPayload: nil) != nil)
+
+        call.state = .accepted
+        call.answeredBy = "b2"
+        hub.publish([PlannedEvent(kind: .answeredElsewhere, identity: "bob", devices: .allExcept("b2"), reason: "answered")], call: call)
+        #expect(hub.ring(.incoming, call: ringing, to: b1, calleeBusy: false, provider: nil, rawPayload: nil) == nil)
+        let b1Frames = toB1.withLock { $0 }.filter { $0.contains(call.id) }
+        #expect(b1Frames.count == 1 && b1Frames[0].contains("call.answered_elsewhere"), "\(b1Frames)")
+        #expect(toB2.withLock { $0 }.filter { $0.contains(call.id) }.count == 1)
+
+        // Another call still rings; and past the ring deadline the record is pruned.
+        #expect(hub.ring(.incoming, call: Self.call(at: clock.now), to: b1, calleeBusy: false, provider: nil, rawPayload: nil) != nil)
+        clock.advance(by: 45 + 61)
+        hub.prune()
+        #expect(hub.ring(.incoming, call: ringing, to: b1, calleeBusy: false, provider: nil, rawPayload: nil) != nil)
+    }
+
+    /// In a ring group's call that rings on, only the devices whose part ended refuse a late ring.
+    @Test func aRingGroupsLateRingIsRefusedOnlyWhereThePartEnded() throws {
+        let clock = ManualWallClock(start: Date(timeIntervalSince1970: 1_790_000_000))
+        let hub = LiveHub(clock: clock)
+        let bob = DeviceKey(accountID: "acc", identity: "bob", deviceID: "b1")
+        let carol = DeviceKey(accountID: "acc", identity: "carol", deviceID: "c1")
+        let sink = LiveHub.Sink(send: { _ in }, close: { _, _ in })
+        _ = hub.connect(bob, lastEventID: nil, sink: sink)
+        _ = hub.connect(carol, lastEventID: nil, sink: sink)
+        var call = Self.call(at: clock.now)
+        call.group = RingGroup(mode: .all, members: ["bob", "carol"].map { CallParticipant(identity: $0) })
+        let ringing = call
+        call.group?.members[0].state = .declined
+        hub.publish([PlannedEvent(kind: .declinedElsewhere, identity: "bob", devices: .all, reason: "declined")], call: call)
+        #expect(hub.ring(.incoming, call: ringing, to: bob, calleeBusy: false, provider: nil, rawPayload: nil) == nil)
+        #expect(hub.ring(.incoming, call: ringing, to: carol, calleeBusy: false, provider: nil, rawPayload: nil) != nil)
+    }
+
     /// The calls whose devices the hub remembers are bounded: past the limit, those with the
     /// oldest last event are forgotten first, and the newest are kept.
     @Test func rememberedCallsAreBounded() throws {

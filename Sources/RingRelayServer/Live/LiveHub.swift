@@ -84,6 +84,21 @@ final class LiveHub: Sendable {
         /// sends them their calls' events, until they connect here again.
         var movedAway: Set<DeviceKey> = []
         var ackWaits: [String: AckWait] = [:]
+        /// Calls whose ring is over for devices here, until their ring deadline: a ring that was
+        /// started before the change but reaches ``ring(_:call:to:calleeBusy:provider:rawPayload:sealed:)``
+        /// after it (its task ran late) must not follow the device's ending.
+        var ringsOver: [String: RingOver] = [:]
+    }
+
+    /// Where a call no longer rings.
+    private struct RingOver {
+        /// After this the record goes (a ring is never started past the call's ring deadline).
+        var until: Date
+        /// The devices whose part of a ring group's call ended; `nil` when the call rings nowhere
+        /// (and stays so: inserting into `nil` changes nothing).
+        var devices: Set<DeviceKey>?
+
+        func covers(_ key: DeviceKey) -> Bool { devices?.contains(key) ?? true }
     }
 
     private struct IdentityKey: Hashable {
@@ -288,7 +303,7 @@ final class LiveHub: Sendable {
         var kept = Kept()
         defer { kept.handOver(to: keeper.withLock { $0 }) }
         return state.withLock { state -> String? in
-            guard let connection = state.connections[key] else { return nil }
+            guard let connection = state.connections[key], state.ringsOver[call.id]?.covers(key) != true else { return nil }
             state.ackWaits[eventID] = .pending(key)
             enqueue(pending, for: key, kind: kind, in: &state, kept: &kept)
             connection.sink.send(text)
@@ -379,13 +394,17 @@ final class LiveHub: Sendable {
         let final = !call.isLive
         var kept = Kept()
         defer { kept.handOver(to: keeper.withLock { $0 }) }
+        // A ring of the call that has not gone out yet is never sent after this.
+        let ringOverUntil = max(call.ringDeadline, now).addingTimeInterval(60)
         state.withLock { state in
             let rungBefore = state.callDevices[call.id] ?? []
-            if call.state != .ringing, call.group == nil || final {
+            let ringOver = call.state != .ringing && (call.group == nil || final)
+            if ringOver {
                 for key in rungBefore {
                     kept.settled += withdrawRings(of: call.id, for: key, in: &state)
                 }
             }
+            var sentHere = false
             for planned in events {
                 let identity = IdentityKey(accountID: call.accountID, identity: planned.identity)
                 var devices = Set((state.devicesByIdentity[identity] ?? []))
@@ -393,7 +412,12 @@ final class LiveHub: Sendable {
                 if let only { devices = only.identity == planned.identity ? [only.deviceID] : [] }
                 for deviceID in devices.sorted() where planned.devices.includes(deviceID) {
                     let key = DeviceKey(accountID: call.accountID, identity: planned.identity, deviceID: deviceID)
-                    if call.group != nil { kept.settled += withdrawRings(of: call.id, for: key, in: &state) }
+                    sentHere = true
+                    if call.group != nil {
+                        kept.settled += withdrawRings(of: call.id, for: key, in: &state)
+                        // The device's part ended while the group's call rings on for others.
+                        if !ringOver { state.ringsOver[call.id, default: RingOver(until: ringOverUntil, devices: [])].devices?.insert(key) }
+                    }
                     let eventID = Self.eventID(callID: call.id, version: version ?? call.version, planned: planned, deviceID: deviceID)
                     let event = CallEvent(
                         type: planned.kind, eventId: eventID, callId: call.id, call: resource,
@@ -404,6 +428,8 @@ final class LiveHub: Sendable {
                     state.connections[key]?.sink.send(text)
                 }
             }
+            // Remembered only where a ring could still come: a call with devices here.
+            if ringOver, sentHere || !rungBefore.isEmpty { state.ringsOver[call.id] = RingOver(until: ringOverUntil, devices: nil) }
             if final {
                 state.callDevices[call.id] = nil
                 state.callLastEvent[call.id] = nil
@@ -446,6 +472,7 @@ final class LiveHub: Sendable {
                 let kept = outbox.filter { $0.expiresAt > now }
                 state.outboxes[key] = kept.isEmpty ? nil : kept
             }
+            state.ringsOver = state.ringsOver.filter { $0.value.until > now }
             let calls = Set(state.outboxes.values.joined().map(\.callID))
             // A call whose events were all acknowledged is kept for a while: its devices must still
             // get its next event when they are offline (dropping it here lost a cancellation).
