@@ -291,6 +291,10 @@ public protocol CallStore: Sendable {
     /// concurrent changes exactly one wins, across server instances too.
     /// - Returns: the call after the change, or `nil` when the condition did not hold.
     func transitionCall(_ change: CallChange) async throws -> Call?
+    /// Applies each change as ``transitionCall(_:)`` does, all in one transaction: a sweep of the
+    /// rings that timed out is one commit, not one per call.
+    /// - Returns: each change's result, in order.
+    func transitionCalls(_ changes: [CallChange]) async throws -> [Call?]
     /// Replaces a ring group's call with `updated` (state, times, participants) if the stored call
     /// is still at `expectedVersion`: one conditional update, so of two concurrent changes computed
     /// from the same version exactly one wins, and the other is computed again from the winner's.

@@ -251,11 +251,29 @@ extension PostgresStore {
     }
 
     public func transitionCall(_ change: CallChange) async throws -> Call? {
-        // One statement: the WHERE clause is the rule. Of two instances accepting at once, the
-        // second waits for the first's row lock, then finds the state changed and updates nothing.
+        try await rows(Self.transition(change)).first.map(Self.call)
+    }
+
+    public func transitionCalls(_ changes: [CallChange]) async throws -> [Call?] {
+        guard changes.count > 1 else { return changes.isEmpty ? [] : [try await transitionCall(changes[0])] }
+        return try await withConnection { connection in
+            try await connection.withTransaction(logger: self.logger) { connection in
+                var changed: [Call?] = []
+                for change in changes {
+                    let row = try await connection.query(Self.transition(change), logger: self.logger).collect().first?.makeRandomAccess()
+                    changed.append(try row.map(Self.call))
+                }
+                return changed
+            }
+        }
+    }
+
+    /// The conditional update of `change`. One statement: the WHERE clause is the rule. Of two
+    /// instances accepting at once, the second waits for the first's row lock, then finds the
+    /// state changed and updates nothing.
+    private static func transition(_ change: CallChange) -> PostgresQuery {
         let final = change.endReason != nil ? change.at.millis : nil
-        return try await rows(
-            """
+        return """
             UPDATE calls SET state = \(change.to.rawValue), updated_at = \(change.at.millis), version = version + 1,
                 answered_at = CASE WHEN \(change.to.rawValue) = 'accepted' THEN \(change.at.millis) ELSE answered_at END,
                 answered_by = CASE WHEN \(change.to.rawValue) = 'accepted' THEN \(change.answeredBy) ELSE answered_by END,
@@ -265,7 +283,6 @@ extension PostgresStore {
                 AND (NOT \(change.beforeDeadline) OR ring_deadline > \(change.at.millis))
             RETURNING \(unescaped: Self.callColumns)
             """
-        ).first.map(Self.call)
     }
 
     public func updateCall(_ updated: Call, expectedVersion: Int) async throws -> Call? {

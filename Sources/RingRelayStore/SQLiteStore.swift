@@ -1025,7 +1025,27 @@ extension SQLiteStore {
     }
 
     public func transitionCall(_ change: CallChange) async throws -> Call? {
-        // One statement: the WHERE clause is the rule, so two devices accepting at once cannot both win.
+        let statement = Self.transition(change)
+        return try await locked { connection in try self.apply(statement, to: change.id, on: connection) }
+    }
+
+    public func transitionCalls(_ changes: [CallChange]) async throws -> [Call?] {
+        guard changes.count > 1 else { return changes.isEmpty ? [] : [try await transitionCall(changes[0])] }
+        let statements = changes.map { (Self.transition($0), $0.id) }
+        do {
+            return try await transaction { connection in
+                try statements.map { statement, id in try self.apply(statement, to: id, on: connection) }
+            }
+        } catch {
+            // Rolled back: the cache may hold changes that are not in the file.
+            for change in changes { callCache.forget(id: change.id) }
+            throw error
+        }
+    }
+
+    /// The conditional update of `change`. One statement: the WHERE clause is the rule, so two
+    /// devices accepting at once cannot both win.
+    private static func transition(_ change: CallChange) -> (sql: String, binds: [SQLiteData]) {
         let states = change.from.map(\.rawValue).sorted()
         var sql = """
             UPDATE calls SET state = ?, updated_at = ?, version = version + 1,
@@ -1048,17 +1068,20 @@ extension SQLiteStore {
             binds.append(.integer(change.at.millis))
         }
         sql += " RETURNING \(Self.callColumns)"
-        let (statement, values) = (sql, binds)
-        return try await locked { connection in
-            guard let row = try connection.query(statement, values).first else {
-                // Something else changed the call first; what, only the file knows.
-                self.callCache.forget(id: change.id)
-                return nil
-            }
-            let changed = try Self.call(row)
-            self.callCache.put(changed)
-            return changed
+        return (sql, binds)
+    }
+
+    /// Runs a ``transition(_:)`` statement of call `id` and keeps the cache in step; the caller
+    /// holds the mutex.
+    private func apply(_ statement: (sql: String, binds: [SQLiteData]), to id: String, on connection: SQLiteHandle) throws -> Call? {
+        guard let row = try connection.query(statement.sql, statement.binds).first else {
+            // Something else changed the call first; what, only the file knows.
+            callCache.forget(id: id)
+            return nil
         }
+        let changed = try Self.call(row)
+        callCache.put(changed)
+        return changed
     }
 
     public func updateCall(_ updated: Call, expectedVersion: Int) async throws -> Call? {

@@ -96,6 +96,34 @@ import Testing
         try await store.close()
     }
 
+    /// The sweep's batch: every due ring ends in one transaction, each change on its own
+    /// condition. One whose call moved on first (cancelled through another handle) changes
+    /// nothing and answers `nil` in its place; the others apply, and a second handle reads them.
+    @Test(arguments: StoreEngine.allCases) func aBatchOfTimeoutsAppliesEachOnItsOwnCondition(engine: StoreEngine) async throws {
+        let opened = try await engine.makeStore()
+        defer { opened.remove() }
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let account = try await opened.makeAccount(at: now).id
+        let store = opened.store
+        let calls = (0..<4).map { ringingCall("alice", "bob\($0)", account: account, at: now.addingTimeInterval(Double($0))) }
+        for call in calls { _ = try await store.createCall(call) }
+        let other = try await opened.reopen()
+        try await other.setCallState(id: calls[1].id, accountID: account, state: .cancelled, at: now.addingTimeInterval(5))
+
+        let at = now.addingTimeInterval(40)
+        let changed = try await store.transitionCalls(calls.map { CallRules.timeout($0, at: at) })
+        #expect(changed.map { $0?.id } == [calls[0].id, nil, calls[2].id, calls[3].id])
+        #expect(changed.compactMap { $0 }.allSatisfy { $0.state == .missed && $0.endedAt == at && $0.version == calls[0].version + 1 })
+        for (index, call) in calls.enumerated() {
+            let stored = try await other.call(id: call.id, accountID: account)
+            #expect(stored?.state == (index == 1 ? .cancelled : .missed))
+            #expect(try await store.call(id: call.id, accountID: account) == stored)
+        }
+        #expect(try await store.expiredRingingCalls(before: at, limit: 10).isEmpty)
+        #expect(try await store.transitionCalls([]).isEmpty)
+        try await other.close()
+    }
+
     @Test(arguments: StoreEngine.allCases) func dataSurvivesClosingAndReopening(engine: StoreEngine) async throws {
         let opened = try await engine.makeStore()
         defer { opened.remove() }
