@@ -297,7 +297,8 @@ extension PostgresStoreTests {
         let key = try JSONDecoder.ringRelay.decode(CreatedAccount.self, from: accountData).apiKey
         try await body(cluster, base, key)
         server.signal(SIGTERM)
-        #expect(try await server.waitForExit() == 0)
+        let status = try await server.waitForExit()
+        #expect(status == 0, "exit \(status); the server's log ends: \(server.stderr.suffix(3000))")
         #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
     }
 }

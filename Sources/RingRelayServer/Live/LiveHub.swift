@@ -84,7 +84,7 @@ final class LiveHub: Sendable {
         /// sends them their calls' events, until they connect here again.
         var movedAway: Set<DeviceKey> = []
         var ackWaits: [String: AckWait] = [:]
-        /// Calls whose ring is over for devices here, until their ring deadline: a ring that was
+        /// Calls whose ring is over for devices here, until a minute past their ring deadline: a ring that was
         /// started before the change but reaches ``ring(_:call:to:calleeBusy:provider:rawPayload:sealed:)``
         /// after it (its task ran late) must not follow the device's ending.
         var ringsOver: [String: RingOver] = [:]
