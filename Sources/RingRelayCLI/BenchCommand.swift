@@ -197,8 +197,7 @@ enum ProcessMemory {
 
     /// CPU time (user and system) a process has used so far, in seconds, from `/proc/<pid>/stat`.
     static func cpuSeconds(pid: Int32) -> Double? {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let end = stat.lastIndex(of: ")")
+        guard let stat = procText("/proc/\(pid)/stat"), let end = stat.lastIndex(of: ")")
         else { return nil }
         // Fields after the command name: state is field 3, utime 14, stime 15.
         let fields = stat[stat.index(after: end)...].split(separator: " ")
@@ -209,10 +208,7 @@ enum ProcessMemory {
     /// The memory allocator a process runs on, from the libraries it mapped: `jemalloc` when
     /// `LD_PRELOAD=libjemalloc.so.2` put it in (as the container image does), else glibc's.
     static func allocator(pid: Int32) -> String {
-        // Read to the end: `/proc` files report size 0, and String(contentsOfFile:) stopped early.
-        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/maps"), let data = try? handle.readToEnd() else { return "unknown" }
-        try? handle.close()
-        let maps = String(decoding: data, as: UTF8.self)
+        guard let maps = procText("/proc/\(pid)/maps") else { return "unknown" }
         if maps.contains("/libjemalloc.so") { return "jemalloc" }
         if maps.contains("/libtcmalloc") { return "tcmalloc" }
         return "glibc malloc"
@@ -226,10 +222,19 @@ enum ProcessMemory {
     /// A kB field of `/proc/<pid>/status`, in MiB.
     private static func statusMiB(_ field: String, pid: Int32?) -> Double? {
         let path = pid.map { "/proc/\($0)/status" } ?? "/proc/self/status"
-        guard let status = try? String(contentsOfFile: path, encoding: .utf8),
+        guard let status = procText(path),
             let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
             let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         else { return nil }
         return kilobytes / 1024
+    }
+
+    /// A `/proc` file's text, read to its end: those files report size 0, and
+    /// `String(contentsOfFile:)` stopped early on a long one (a process's `maps`).
+    private static func procText(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.readToEnd() else { return nil }
+        return String(decoding: data, as: UTF8.self)
     }
 }
