@@ -116,9 +116,11 @@ struct ServeCommand: AsyncParsableCommand {
         // Swift concurrency's jobs run on NIO's event loops rather than a pool of their own: a
         // request no longer hops between the two thread pools (each hop a wake-up and a context
         // switch) on its way from socket to handler to store to push and back. It cut the
-        // server's CPU per webhook by a fifth and per live call by a twelfth (docs/BENCHMARKS.md).
+        // server's CPU per webhook by a fifth and per live call by a twelfth. The jobs run on the
+        // generic executor, not isolated to their loop as NIO's own hook runs them: that took ~150
+        // round trips through a loop's queue off each webhook, 7 % of its CPU at 1,000/s (docs/BENCHMARKS.md).
         // First thing the server does, before it starts any task of its own.
-        _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        EventLoopGlobalExecutor.install()
         var flags: [ServerConfiguration.Key: String] = [:]
         flags[.host] = host
         flags[.port] = port

@@ -749,6 +749,21 @@ import Testing
         #expect((result?["boxCharacters"] as? Int ?? 0) > 0, "\(sealed.stdout)")
     }
 
+    /// `serve`'s global executor runs Swift concurrency's jobs on NIO's event loops without sending
+    /// each call into a nonisolated async function back through a loop's queue (NIO's own hook runs
+    /// jobs isolated to the loop, and there each such call is a round trip: ~150 per webhook).
+    @Test func theGlobalExecutorKeepsNonisolatedCallsInline() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let run = try await ServerProcess.run(["bench", "executor", "--hops", "20000", "--json"], directory: directory.path)
+        #expect(run.status == 0, "\(run.stderr)")
+        let result = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
+        #expect(result?["executor"] as? String == "generic", "\(run.stdout)")
+        // 20,000 steps of three layers each; the few jobs are the task's start and its end.
+        let perHop = try #require(result?["jobsEnqueuedPerHop"] as? Double, "\(run.stdout)")
+        #expect(perHop < 0.01, "\(run.stdout)")
+    }
+
     /// The benches against nginx (and wrk from a second process): every push arrives once.
     @Test func nginxBenchesCountEveryPushOnce() async throws {
         let directory = try TemporaryDirectory()
