@@ -27,16 +27,16 @@ enum Fixtures {
         let body = Array(params.map { "\($0.key)=\($0.value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")" }.joined(separator: "&").utf8)
         let url = try #require(form["url"] as? String)
         let signature = try #require(form["expected_signature"] as? String)
-        #expect(TwilioSignature.isValid(signature: signature, url: url, body: body, isForm: true, authToken: token))
+        #expect(TwilioSignature.isValid(signature: signature, url: url, body: body, form: TwilioSignature.formFields(body), authToken: token))
         // Twilio may have signed the URL with the default port: accepted too.
         let withPort = try #require(form["expected_signature_url_with_port_443"] as? String)
-        #expect(TwilioSignature.isValid(signature: withPort, url: url, body: body, isForm: true, authToken: token))
+        #expect(TwilioSignature.isValid(signature: withPort, url: url, body: body, form: TwilioSignature.formFields(body), authToken: token))
         let http = try #require(form["http_variant"] as? [String: String])
-        #expect(TwilioSignature.isValid(signature: http["expected_signature_url_with_port_80"]!, url: http["url"]!, body: body, isForm: true, authToken: token))
+        #expect(TwilioSignature.isValid(signature: http["expected_signature_url_with_port_80"]!, url: http["url"]!, body: body, form: TwilioSignature.formFields(body), authToken: token))
         let custom = try #require(form["http_port_1234_variant"] as? [String: String])
-        #expect(TwilioSignature.isValid(signature: custom["expected_signature"]!, url: custom["url"]!, body: body, isForm: true, authToken: token))
-        #expect(!TwilioSignature.isValid(signature: signature, url: url, body: body, isForm: true, authToken: "54321"))
-        #expect(!TwilioSignature.isValid(signature: signature, url: url + "&x=1", body: body, isForm: true, authToken: token))
+        #expect(TwilioSignature.isValid(signature: custom["expected_signature"]!, url: custom["url"]!, body: body, form: TwilioSignature.formFields(body), authToken: token))
+        #expect(!TwilioSignature.isValid(signature: signature, url: url, body: body, form: TwilioSignature.formFields(body), authToken: "54321"))
+        #expect(!TwilioSignature.isValid(signature: signature, url: url + "&x=1", body: body, form: TwilioSignature.formFields(body), authToken: token))
     }
 
     @Test func duplicateParametersAreSortedAndDeduplicated() throws {
@@ -46,7 +46,7 @@ enum Fixtures {
         let body = Array(pairs.map { "\($0[0])=\($0[1])" }.joined(separator: "&").utf8)
         #expect(
             TwilioSignature.isValid(
-                signature: duplicates["expected_signature"] as! String, url: duplicates["url"] as! String, body: body, isForm: true,
+                signature: duplicates["expected_signature"] as! String, url: duplicates["url"] as! String, body: body, form: TwilioSignature.formFields(body),
                 authToken: "12345"))
     }
 
@@ -55,14 +55,42 @@ enum Fixtures {
         let json = try #require(vectors["json_body"] as? [String: String])
         let body = Array(json["body"]!.utf8)
         #expect(TwilioSignature.sha256Hex(body) == json["body_sha256_hex"])
-        #expect(TwilioSignature.isValid(signature: json["expected_signature"]!, url: json["url"]!, body: body, isForm: false, authToken: "12345"))
+        #expect(TwilioSignature.isValid(signature: json["expected_signature"]!, url: json["url"]!, body: body, form: nil, authToken: "12345"))
         // A changed body no longer matches its hash.
-        #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: json["url"]!, body: body + [0x20], isForm: false, authToken: "12345"))
+        #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: json["url"]!, body: body + [0x20], form: nil, authToken: "12345"))
         // Signing the URL without its bodySHA256 adds it back, as Twilio does.
         let unsigned = json["url"]!.replacingOccurrences(of: "&bodySHA256=" + json["body_sha256_hex"]!, with: "")
         #expect(TwilioSignature.signingJSON(body, url: unsigned, authToken: "12345") == (json["url"]!, json["expected_signature"]!))
         // Without bodySHA256 a JSON body cannot be verified.
-        #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: "https://mycompany.com/myapp.php?foo=1&bar=2", body: body, isForm: false, authToken: "12345"))
+        #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: "https://mycompany.com/myapp.php?foo=1&bar=2", body: body, form: nil, authToken: "12345"))
+    }
+}
+
+@Suite struct TwilioFormTests {
+    @Test func formComponentsDecodeAsFoundationDoes() {
+        for text in [
+            "client%3Aalice", "a+b", "%2B1%20555", "plain", "", "%e2%82%AC+euro", "100%", "%zz", "%4", "%C3%28", "a%2", "+%2B+",
+            "caf%C3%A9", "%00",
+        ] {
+            let foundation = text.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? text
+            #expect(TwilioSignature.decodeFormComponent(Array(text.utf8)[...]) == foundation, "\(text)")
+        }
+        let fields = TwilioSignature.formFields(Array("To=client%3Aalice&&Empty=&Flag&A=1=2".utf8))
+        #expect(fields.map(\.name) == ["To", "Empty", "Flag", "A"])
+        #expect(fields.map(\.value) == ["client:alice", "", "", "1=2"])
+    }
+
+    @Test func aFormBecomesTheJSONObjectFoundationWouldWrite() throws {
+        let fields = [
+            "twi_to": "client:alice", "twi_from": "+15551234567", "quote": #"say "hi"\now"#, "control": "tab\tbell\u{07}",
+            "unicode": "café ✓", "slash": "a/b", "": "empty key",
+        ]
+        let written = WebhooksController.jsonObject(sortedBy: fields)
+        let parsed = try #require(try JSONSerialization.jsonObject(with: Data(written)) as? [String: String])
+        #expect(parsed == fields)
+        let keys = fields.keys.sorted()
+        let positions = try keys.map { key in try #require(String(decoding: written, as: UTF8.self).range(of: "\"\(key)\":")).lowerBound }
+        #expect(positions == positions.sorted())
     }
 }
 

@@ -15,22 +15,26 @@ public enum TwilioSignature {
     /// - Parameters:
     ///   - url: the URL as Twilio saw it, with its query string.
     ///   - body: the raw body.
-    ///   - isForm: whether the body is `application/x-www-form-urlencoded`.
-    static func isValid(signature: String, url: String, body: [UInt8], isForm: Bool, authToken: String) -> Bool {
-        guard let components = URLComponents(string: url) else { return false }
+    ///   - form: the body's fields (``formFields(_:)``) when it is `application/x-www-form-urlencoded`;
+    ///     `nil` for a JSON body, which the URL covers by its hash.
+    static func isValid(signature: String, url: String, body: [UInt8], form: [(name: String, value: String)]?, authToken: String) -> Bool {
         var suffix = ""
-        if isForm {
-            suffix = formSuffix(body)
+        if let form {
+            suffix = formSuffix(form)
         } else {
             // A JSON body is covered by its hash, carried in the URL Twilio signed.
-            guard let expected = components.queryItems?.first(where: { $0.name == "bodySHA256" })?.value,
+            guard let expected = URLComponents(string: url)?.queryItems?.first(where: { $0.name == "bodySHA256" })?.value,
                 Secrets.constantTimeEqual(expected.lowercased(), sha256Hex(body))
             else { return false }
         }
-        let candidates = [url, withoutPort(components), withDefaultPort(components)].compactMap { $0 }
-        return candidates.contains { candidate in
+        func matches(_ candidate: String) -> Bool {
             Secrets.constantTimeEqual(sign(candidate + suffix, authToken: authToken), signature)
         }
+        // The URL as requested first; Twilio may have signed it without its port, or with the
+        // default one, so those are tried only when it does not match.
+        if matches(url) { return true }
+        guard let components = URLComponents(string: url) else { return false }
+        return [withoutPort(components), withDefaultPort(components)].contains { $0.map(matches) ?? false }
     }
 
     /// The URL and `X-Twilio-Signature` Twilio sends a JSON body with: the body's hex SHA-256
@@ -48,23 +52,53 @@ public enum TwilioSignature {
         return Data(mac).base64EncodedString()
     }
 
-    /// Sorted `name + value` pairs of a form body; duplicate values are sorted and deduplicated.
-    static func formSuffix(_ body: [UInt8]) -> String {
+    /// Sorted `name + value` pairs of a form body's fields; duplicate values are sorted and deduplicated.
+    static func formSuffix(_ fields: [(name: String, value: String)]) -> String {
         var values: [String: Set<String>] = [:]
-        for (name, value) in formFields(body) { values[name, default: []].insert(value) }
+        for (name, value) in fields { values[name, default: []].insert(value) }
         return values.keys.sorted().map { name in values[name, default: []].sorted().map { name + $0 }.joined() }.joined()
     }
 
     /// The `name=value` fields of an `application/x-www-form-urlencoded` body, decoded, in order.
     static func formFields(_ body: [UInt8]) -> [(name: String, value: String)] {
-        String(decoding: body, as: UTF8.self).split(separator: "&").map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        body.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true).map { pair in
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
             return (decodeFormComponent(parts[0]), parts.count > 1 ? decodeFormComponent(parts[1]) : "")
         }
     }
 
-    private static func decodeFormComponent(_ text: Substring) -> String {
-        String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(text)
+    /// `+` as a space and `%XX` as its byte; a component with a malformed escape, or that does not
+    /// decode to UTF-8, stays as it came.
+    static func decodeFormComponent(_ bytes: ArraySlice<UInt8>) -> String {
+        guard bytes.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "%") }) else {
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%") {
+                guard index + 2 < bytes.endIndex, let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) else {
+                    return String(decoding: bytes, as: UTF8.self)
+                }
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(byte == UInt8(ascii: "+") ? UInt8(ascii: " ") : byte)
+                index += 1
+            }
+        }
+        return String(validating: decoded, as: UTF8.self) ?? String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     private static func withoutPort(_ components: URLComponents) -> String? {

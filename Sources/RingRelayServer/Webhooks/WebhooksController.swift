@@ -57,22 +57,26 @@ struct WebhooksController {
             throw RingRelayError(.forbidden, code: .missingSignature, "The X-Twilio-Signature header is missing.")
         }
         let isForm = request.headers[.contentType].map { $0.lowercased().hasPrefix("application/x-www-form-urlencoded") } ?? false
+        let form = isForm ? TwilioSignature.formFields(body) : nil
         let url = publicURL(of: request)
-        guard TwilioSignature.isValid(signature: signature, url: url, body: body, isForm: isForm, authToken: credential.authToken) else {
+        guard TwilioSignature.isValid(signature: signature, url: url, body: body, form: form, authToken: credential.authToken) else {
             rejections.warning("Twilio signature mismatch", metadata: ["account.id": .string(accountID)], logger: context.logger)
             throw Self.badSignature
         }
-        // The notification as a JSON object, and its bytes as devices will get them.
+        // The notification as a JSON object, its bytes as devices will get them, and as FCM data.
         let object: [String: Any]
         let json: [UInt8]
-        if isForm {
+        let fcmData: [String: String]?
+        if let form {
             var fields: [String: String] = [:]
-            for (name, value) in TwilioSignature.formFields(body) { fields[name] = value }
+            for (name, value) in form { fields[name] = value }
             object = fields
-            json = Array(try JSONSerialization.data(withJSONObject: fields, options: .sortedKeys))
+            json = Self.jsonObject(sortedBy: fields)
+            fcmData = fields
         } else {
             object = try Self.jsonObject(body)
             json = body
+            fcmData = RawJSON.stringMap(object)
         }
         func field(_ name: String) throws(RingRelayError) -> String {
             guard let value = object[name] else { throw .missingField(name) }
@@ -93,7 +97,7 @@ struct WebhooksController {
         let callee = to.hasPrefix("client:") ? String(to.dropFirst("client:".count)) : to
         try BindingRules.validateIdentity(callee, field: "twi_to")
         try rateLimit(accountID)
-        guard let voip = RawJSON.addingEmptyAPS(to: json[...]), let data = RawJSON.stringMap(object) else {
+        guard let voip = RawJSON.addingEmptyAPS(to: json[...]), let data = fcmData else {
             throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not a JSON object.")
         }
         let result = try await ringer.ring(
@@ -166,6 +170,15 @@ struct WebhooksController {
                     message: "The identity '\(result.call.callee)' has no live connection and no active binding in this account."))
         }
         return Response.json(status: .ok, WebhookRingResponse(callId: result.call.id, deliveries: result.deliveries.map(DeliveryResource.init)))
+    }
+
+    /// A form's fields as a JSON object of strings, its members in key order.
+    static func jsonObject(sortedBy fields: [String: String]) -> [UInt8] {
+        var out = JSONText(capacity: 64 + fields.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 })
+        out.object { members in
+            for (key, value) in fields.sorted(by: { $0.key < $1.key }) { members.member(key) { $0.string(value) } }
+        }
+        return Array(out.text.utf8)
     }
 
     /// The path's account id, refused before any lookup or log line when it is not shaped like
