@@ -161,7 +161,8 @@ extension BenchCommand {
                 apns: apns.rawValue, load: "open loop at \(rate)/s", webhooks: load.count, failures: responses.failures.withLock { $0 },
                 seconds: elapsed.timeInterval, webhooksPerSecond: Double(load.count) / elapsed.timeInterval,
                 responseP50Ms: percentileMs(sorted, 0.50), responseP99Ms: percentileMs(sorted, 0.99),
-                responseMaxMs: (sorted.last ?? .zero).timeInterval * 1000)
+                responseMaxMs: (sorted.last ?? .zero).timeInterval * 1000,
+                responseP99By10sMs: responses.windowPercentilesMs(0.99, windowsOf: rate * 10))
         }
 
         /// --count pre-signed webhooks from wrk, closed loop over --connections; timed by the
@@ -301,6 +302,8 @@ struct WebhookBenchResult: Codable {
     var responseP50Ms: Double
     var responseP99Ms: Double
     var responseMaxMs: Double
+    /// Open loop: the response p99 of each 10 s of the run, in order (rings time out from the 45th second).
+    var responseP99By10sMs: [Double]? = nil
     var pushesArrived = 0
     /// Pushes the endpoint received more than once (nginx, by apns-id).
     var duplicates: Int?
@@ -324,6 +327,9 @@ struct WebhookBenchResult: Codable {
         }
         lines.append(
             "response     p50 \(String(format: "%.2f", responseP50Ms)) ms, p99 \(String(format: "%.2f", responseP99Ms)) ms, max \(String(format: "%.2f", responseMaxMs)) ms (after the push's answer)")
+        if let windows = responseP99By10sMs, windows.count > 1 {
+            lines.append("p99 by 10 s  \(windows.map { String(format: "%.1f", $0) }.joined(separator: ", ")) ms")
+        }
         lines.append("server CPU   \(serverCPUMicrosecondsPerWebhook.map { String(format: "%.0f µs a webhook", $0) } ?? "unknown")")
         lines.append(
             "server RSS   \(serverPeakRSSMiB.map { String(format: "%.0f MiB peak", $0) } ?? "unknown"); allocator \(serverAllocator ?? "unknown")")

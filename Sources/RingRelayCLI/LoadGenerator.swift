@@ -19,7 +19,7 @@ struct LoadGenerator: Sendable {
         @Sendable func timed(_ index: Int) async {
             let begin = ContinuousClock.now
             let succeeded = await operation(index)
-            tally.record(ContinuousClock.now - begin, succeeded: succeeded)
+            tally.record(ContinuousClock.now - begin, succeeded: succeeded, index: index)
         }
         if rate > 0 {
             // Open loop: a discarding group, so finished operations are freed at once instead of
@@ -45,16 +45,29 @@ struct LoadGenerator: Sendable {
 
 /// Latencies and failures, collected from concurrent operations.
 final class Tally: Sendable {
-    let samples = Mutex<[Duration]>([])
+    /// Each operation's latency, by its index (in the order they finished).
+    let samples = Mutex<[(index: Int, latency: Duration)]>([])
     let failures = Mutex(0)
 
-    func record(_ latency: Duration, succeeded: Bool) {
-        samples.withLock { $0.append(latency) }
+    func record(_ latency: Duration, succeeded: Bool, index: Int = 0) {
+        samples.withLock { $0.append((index, latency)) }
         if !succeeded { failures.withLock { $0 += 1 } }
     }
 
     /// The latencies, fastest first.
-    var sorted: [Duration] { samples.withLock { $0 }.sorted() }
+    var sorted: [Duration] { samples.withLock { $0.map(\.latency) }.sorted() }
+
+    /// The `p` quantile of each `size` consecutive operations (by index), in milliseconds: in an
+    /// open loop, a window is a stretch of time, and shows when the slow ones came.
+    func windowPercentilesMs(_ p: Double, windowsOf size: Int) -> [Double] {
+        var windows: [[Duration]] = []
+        for (index, latency) in samples.withLock({ $0 }) {
+            let window = index / max(1, size)
+            while windows.count <= window { windows.append([]) }
+            windows[window].append(latency)
+        }
+        return windows.map { percentileMs($0.sorted(), p) }
+    }
 }
 
 /// The `p` quantile (0…1) of sorted latencies, in milliseconds (nearest rank).

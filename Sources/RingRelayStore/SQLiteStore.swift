@@ -38,6 +38,7 @@ public final class SQLiteStore: DataStore {
     /// ``flushDeliveries()``'s rounds: one write of the backlog for everyone waiting.
     private let deliveryFlushes = GroupCommit<Void, Void>()
     private let callCache = CallCache()
+    private let callDefaultsCache = CallDefaultsCache()
     /// Set once the connection is closed; read and written only while holding ``mutex``.
     private let isClosed = Mutex(false)
     /// Set while a checkpoint is scheduled or running.
@@ -346,6 +347,7 @@ extension SQLiteStore {
             return !rows.isEmpty
         }
         bindingCache.invalidate(accountID: id)
+        callDefaultsCache.invalidate(accountID: id)
         keyCache.forget { $0.accountID == id }
         return deleted
     }
@@ -380,9 +382,14 @@ extension SQLiteStore {
     }
 
     public func callDefaults(accountID: String) async throws -> CallDefaults {
-        guard let row = try await query("SELECT if_busy, notify_missed FROM account_call_defaults WHERE account_id = ?", [.text(accountID)]).first
-        else { return CallDefaults() }
-        return CallDefaults(ifBusy: BusyPolicy(rawValue: row.string("if_busy")) ?? .ring, notifyMissed: row.column("notify_missed")?.integer == 1)
+        let (cached, version) = callDefaultsCache.lookup(accountID: accountID)
+        if let cached { return cached }
+        let defaults =
+            try await query("SELECT if_busy, notify_missed FROM account_call_defaults WHERE account_id = ?", [.text(accountID)]).first.map {
+                CallDefaults(ifBusy: BusyPolicy(rawValue: $0.string("if_busy")) ?? .ring, notifyMissed: $0.column("notify_missed")?.integer == 1)
+            } ?? CallDefaults()
+        callDefaultsCache.store(defaults, accountID: accountID, ifVersion: version)
+        return defaults
     }
 
     public func setCallDefaults(_ defaults: CallDefaults, accountID: String) async throws {
@@ -392,6 +399,7 @@ extension SQLiteStore {
             ON CONFLICT (account_id) DO UPDATE SET if_busy = excluded.if_busy, notify_missed = excluded.notify_missed
             """,
             [.text(accountID), .text(defaults.ifBusy.rawValue), .integer(defaults.notifyMissed ? 1 : 0)])
+        callDefaultsCache.invalidate(accountID: accountID)
     }
 
     private static let insertKeySQL =

@@ -162,3 +162,46 @@ final class CallCache: Sendable {
         state.withLock { $0 = State() }
     }
 }
+
+/// Each account's call defaults, read once: a missed call reads them to know whether to send
+/// notices, and at 1,000 calls a second that was a statement a call waiting for the one
+/// connection.
+///
+/// As in ``BindingCache``, a write bumps a version, and a read that started before it cannot
+/// put what it read back afterwards.
+final class CallDefaultsCache: Sendable {
+    private struct State {
+        var entries: [String: CallDefaults] = [:]
+        var version: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+    /// Accounts held before the cache is dropped and starts over.
+    let capacity: Int
+
+    init(capacity: Int = 10_000) {
+        self.capacity = capacity
+    }
+
+    /// The account's cached defaults, and the version a miss passes back to ``store``.
+    func lookup(accountID: String) -> (defaults: CallDefaults?, version: UInt64) {
+        state.withLock { ($0.entries[accountID], $0.version) }
+    }
+
+    /// Keeps `defaults` unless any account's defaults were written since `version` was read.
+    func store(_ defaults: CallDefaults, accountID: String, ifVersion version: UInt64) {
+        state.withLock { state in
+            guard state.version == version else { return }
+            if state.entries.count >= capacity { state.entries.removeAll(keepingCapacity: true) }
+            state.entries[accountID] = defaults
+        }
+    }
+
+    /// Forgets the account's defaults; called after each write to them and when it is deleted.
+    func invalidate(accountID: String) {
+        state.withLock { state in
+            state.version &+= 1
+            state.entries[accountID] = nil
+        }
+    }
+}

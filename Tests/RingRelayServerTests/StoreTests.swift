@@ -98,4 +98,33 @@ import RingRelayWire
         try await Task.sleep(for: .milliseconds(2_050))
         #expect(bindings.lookup(accountID: "acc_1", identity: "bob").bindings == nil)
     }
+
+    /// An account's call defaults are read once, and a read that started before a write does not
+    /// put the old defaults back after it.
+    @Test func callDefaultsAreCachedUntilWritten() async throws {
+        let cache = CallDefaultsCache(capacity: 2)
+        let before = cache.lookup(accountID: "acc_1")
+        #expect(before.defaults == nil)
+        cache.invalidate(accountID: "acc_1")  // a write lands while the read is in flight
+        cache.store(CallDefaults(), accountID: "acc_1", ifVersion: before.version)
+        #expect(cache.lookup(accountID: "acc_1").defaults == nil)
+        cache.store(CallDefaults(ifBusy: .reject), accountID: "acc_1", ifVersion: cache.lookup(accountID: "acc_1").version)
+        #expect(cache.lookup(accountID: "acc_1").defaults == CallDefaults(ifBusy: .reject))
+        // Bounded: a third account starts the cache over.
+        cache.store(CallDefaults(), accountID: "acc_2", ifVersion: cache.lookup(accountID: "acc_2").version)
+        cache.store(CallDefaults(), accountID: "acc_3", ifVersion: cache.lookup(accountID: "acc_3").version)
+        #expect(cache.lookup(accountID: "acc_1").defaults == nil)
+        #expect(cache.lookup(accountID: "acc_3").defaults == CallDefaults())
+
+        // Through the store, on a real file: the write is seen at once by the next read.
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let (store, account) = try await Self.storeWithAccount(at: directory.appending("ringrelay.sqlite"))
+        #expect(try await store.callDefaults(accountID: account.id) == CallDefaults())
+        try await store.setCallDefaults(CallDefaults(ifBusy: .reject, notifyMissed: true), accountID: account.id)
+        #expect(try await store.callDefaults(accountID: account.id) == CallDefaults(ifBusy: .reject, notifyMissed: true))
+        try await store.setCallDefaults(CallDefaults(), accountID: account.id)
+        #expect(try await store.callDefaults(accountID: account.id) == CallDefaults())
+        try await store.close()
+    }
 }
