@@ -256,8 +256,9 @@ struct CallService: Sendable {
 
     /// Ends every ring whose time is up. Returns how many.
     ///
-    /// Calls to one identity end in transactions of 50 (at 1,000 calls a second, a commit each was
-    /// as many commits again as the calls' own); ring groups each apply their own change.
+    /// Calls to one identity end in transactions of 10 (at 1,000 calls a second, a commit each was
+    /// as many commits again as the calls' own; 50 at once held an event loop for milliseconds);
+    /// ring groups each apply their own change.
     @discardableResult
     func expireDue(limit: Int = 500) async throws -> Int {
         let due = try await store.expiredRingingCalls(before: clock.now, limit: limit)
