@@ -66,6 +66,8 @@ public final class APNsClient: Service, Sendable {
     private let configuration: APNsConfiguration
     private let clock: any WallClock
     private let logger: Logger
+    /// The pool's failures worth a warning, each at most every 10 s: an outage fails every push.
+    private let failureLog = RateLimitedLog(interval: .seconds(10))
     private let metrics: APNsMetrics
     private let tokens: APNsTokenManager
     private let extraTrustRoots: [NIOSSLCertificate]
@@ -232,11 +234,11 @@ public final class APNsClient: Service, Sendable {
             case .queueDeadline:
                 // Every connection was full until the deadline (too few connections for the
                 // volume), or the push came to the pool too late: the detail says which.
-                logger.warning("APNs push not sent before its deadline", metadata: ["push.reason": .string(error.detail)])
+                failureLog.warning("APNs push not sent before its deadline", metadata: ["push.reason": .string(error.detail)], logger: logger)
                 return failure("Timeout")
             case .shutDown: return failure("ClientShutDown")
             case .connectFailed:
-                logger.warning("cannot connect to APNs", metadata: ["push.reason": .string(error.detail)])
+                failureLog.warning("cannot connect to APNs", metadata: ["push.reason": .string(error.detail)], logger: logger)
                 return failure("ConnectionError")
             case .refused, .connectionLost:
                 logger.debug("APNs connection error", metadata: ["push.reason": .string(error.description)])

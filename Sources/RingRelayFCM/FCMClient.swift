@@ -47,6 +47,8 @@ public final class FCMClient: Service, Sendable {
     private let configuration: FCMConfiguration
     private let clock: any WallClock
     private let logger: Logger
+    /// The pool's failures worth a warning, each at most every 10 s: an outage fails every push.
+    private let failureLog = RateLimitedLog(interval: .seconds(10))
     private let metrics: FCMMetrics
     /// For the OAuth token endpoints.
     private let transport: FCMTransport
@@ -204,11 +206,11 @@ public final class FCMClient: Service, Sendable {
             case .queueDeadline:
                 // Every connection was full until the deadline (too few connections for the
                 // volume), or the push came to the pool too late: the detail says which.
-                logger.warning("FCM push not sent before its deadline", metadata: ["push.reason": .string(error.detail)])
+                failureLog.warning("FCM push not sent before its deadline", metadata: ["push.reason": .string(error.detail)], logger: logger)
                 return failure("Timeout", .retry)
             case .shutDown: return failure("ClientShutDown", .drop, message: "the FCM client is shut down")
             case .connectFailed:
-                logger.warning("cannot connect to FCM", metadata: ["push.reason": .string(error.detail)])
+                failureLog.warning("cannot connect to FCM", metadata: ["push.reason": .string(error.detail)], logger: logger)
                 return failure("ConnectionError", .retry)
             case .refused, .connectionLost:
                 logger.debug("FCM connection error", metadata: ["push.reason": .string(error.description)])

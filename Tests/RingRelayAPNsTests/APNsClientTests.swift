@@ -74,6 +74,36 @@ import Testing
         (0..<32).map { String(format: "%02x", ($0 * 13 + seed) & 0xFF) }.joined()
     }
 
+    /// An endpoint nobody listens on fails every push, and the log says so once per interval, not
+    /// once a push (an outage would otherwise write a warning per push and attempt).
+    @Test func anUnreachableEndpointIsWarnedAboutOncePerInterval() async throws {
+        let simulator = try APNsSimulator()
+        try await simulator.start()
+        let url = simulator.url
+        try await simulator.shutdown()  // nothing listens there now
+        var configuration = APNsConfiguration()
+        configuration.productionEndpoint = url
+        configuration.sandboxEndpoint = url
+        configuration.retryBaseDelay = .milliseconds(1)
+        let log = LogRecorder(level: .warning)
+        let client = try APNsClient(
+            configuration: configuration, clock: SystemWallClock(), logger: log.logger("apns"), metricsFactory: NOOPMetricsHandler.instance,
+            sleep: { _ in })
+        let key = P256.Signing.PrivateKey()
+        let credential = APNsCredential(authentication: .token(teamID: Self.teamID, keyID: Self.keyID, privateKeyPEM: key.pemRepresentation), topic: Self.bundleID)
+        for seed in 0..<20 {
+            let request = try APNsRequest(kind: .voip, bundleID: Self.bundleID, deviceToken: Self.token(seed), payload: Array(#"{"aps":{}}"#.utf8))
+            let outcome = await client.push(
+                request, credential: credential, environment: .sandbox, environmentIsCertain: true, deadline: Date().addingTimeInterval(5))
+            #expect(outcome.disposition != .delivered)
+        }
+        await client.shutdown()
+        let connect = log.lines.filter { $0.contains("cannot connect to APNs") }
+        let late = log.lines.filter { $0.contains("not sent before its deadline") }
+        #expect(connect.count + late.count >= 1, "\(log.lines)")
+        #expect(connect.count <= 1 && late.count <= 1, "\(log.lines)")
+    }
+
     @Test func voipPushIsDeliveredWithAppleHeaders() async throws {
         let harness = try await Self.harness()
         let outcome = try await harness.push(Self.token(1))

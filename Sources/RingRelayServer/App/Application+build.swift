@@ -147,7 +147,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     ).register(on: router)
     WebhooksController(
         credentials: services.credentials, ringer: services.ringer, limiter: services.limiter, metrics: services.metrics,
-        maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy, rejections: RejectionLog()
+        maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy, rejections: RateLimitedLog(notLoggedKey: "rejections.not_logged")
     ).register(on: router)
     // Calls have budgets of their own, apart from the provider webhooks' (services.limiter): one
     // per account for its backend (API key), and a tenth of it per calling identity (device

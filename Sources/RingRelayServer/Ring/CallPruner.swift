@@ -38,10 +38,18 @@ struct CallPruner: Service {
             if pruned > 0 { logger.info("pruned old calls", metadata: ["calls.pruned": .stringConvertible(pruned)]) }
             // A minute's slack for clocks: a sign-out is kept until every token minted before it has expired.
             _ = try await store.forgetSignOuts(before: now.addingTimeInterval(-tokenLifetime - 60))
-        } catch is CancellationError {
-            // The server is stopping.
+        } catch where error.isShutdown {
+            // The server is stopping (or never started: a busy port closes the store at once).
         } catch {
             logger.warning("could not prune calls", metadata: ["error.cause": .string("\(error)")])
         }
+    }
+}
+
+extension Error {
+    /// Whether this error only says the server is stopping: the task was cancelled, or the store
+    /// was closed under a background sweep. Not worth a warning.
+    var isShutdown: Bool {
+        self is CancellationError || (self as? RingRelayError)?.code == RingRelayError.Code.storeClosed.rawValue
     }
 }

@@ -23,7 +23,7 @@ struct RingTimeoutSweeper: Service {
                 do {
                     // A full batch means more are due: sweep again at once.
                     while try await calls.expireDue() == 500 {}
-                } catch is CancellationError {
+                } catch where error.isShutdown {
                     return
                 } catch {
                     logger.warning("could not sweep unanswered calls", metadata: ["error.cause": .string("\(error)")])

@@ -20,7 +20,7 @@ struct WebhooksController {
     /// Whether `X-Forwarded-Proto` and `X-Forwarded-Host` name the URL the provider signed (`--trust-proxy`).
     let trustProxy: Bool
     /// Rejections of unsigned or mis-signed posts, logged at most once a minute per cause.
-    let rejections: RejectionLog
+    let rejections: RateLimitedLog
 
     func register(on router: Router<RingRelayRequestContext>) {
         router.post("/v1/webhooks/twilio/:accountId") { request, context in

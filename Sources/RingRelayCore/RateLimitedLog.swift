@@ -1,30 +1,32 @@
 import Logging
 import Synchronization
 
-/// Logs rejected unauthenticated requests at most once per cause per interval.
+/// Logs a warning at most once per cause per interval, with how many the interval before left out.
 ///
-/// Anyone can post to a webhook URL, so a line per rejection let a stranger fill the disk (20,000
-/// unsigned posts wrote 323 MB of warnings). Every rejection is still counted in `/metrics`
-/// (`ringrelay_webhooks_total` by status); the log gets the first of each cause in an interval, and
-/// with it how many the interval before left out.
-final class RejectionLog: Sendable {
+/// For what strangers or an outage can repeat thousands of times a second: anyone can post to a
+/// webhook URL (20,000 unsigned posts once wrote 323 MB of warnings), and an unreachable push
+/// service fails every push. What is left out is still counted where it matters (`/metrics`).
+package final class RateLimitedLog: Sendable {
     private struct Cause {
         var lastLogged: ContinuousClock.Instant
         var notLogged: Int
     }
 
     private let interval: Duration
+    /// The metadata key of the count left out.
+    private let notLoggedKey: String
     private let causes = Mutex<[String: Cause]>([:])
 
-    init(interval: Duration = .seconds(60)) {
+    package init(interval: Duration = .seconds(60), notLoggedKey: String = "log.not_logged") {
         self.interval = interval
+        self.notLoggedKey = notLoggedKey
     }
 
     /// Logs `message` as a warning unless this cause was logged within the interval.
     ///
     /// - Parameter message: a fixed text (the cause); what varies goes in `metadata`, which must
     ///   hold nothing longer than an identifier.
-    func warning(_ message: String, metadata: @autoclosure () -> Logger.Metadata, logger: Logger) {
+    package func warning(_ message: String, metadata: @autoclosure () -> Logger.Metadata, logger: Logger) {
         let now = ContinuousClock.now
         let notLogged: Int? = causes.withLock { causes in
             if var cause = causes[message], now - cause.lastLogged < interval {
@@ -37,7 +39,7 @@ final class RejectionLog: Sendable {
         }
         guard let notLogged else { return }
         var metadata = metadata()
-        if notLogged > 0 { metadata["rejections.not_logged"] = .stringConvertible(notLogged) }
+        if notLogged > 0 { metadata[notLoggedKey] = .stringConvertible(notLogged) }
         logger.warning("\(message)", metadata: metadata)
     }
 }
