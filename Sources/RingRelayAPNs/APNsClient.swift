@@ -234,7 +234,7 @@ public final class APNsClient: Service, Sendable {
             case .queueDeadline:
                 // Every connection was full until the deadline (too few connections for the
                 // volume), or the push came to the pool too late: the detail says which.
-                failureLog.warning("APNs push not sent before its deadline", metadata: ["push.reason": .string(error.detail)], logger: logger)
+                failureLog.warning("APNs push not sent before its deadline: \(error.cause)", metadata: ["push.reason": .string(error.detail)], logger: logger)
                 return failure("Timeout")
             case .shutDown: return failure("ClientShutDown")
             case .connectFailed:

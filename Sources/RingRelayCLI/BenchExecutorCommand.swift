@@ -49,15 +49,10 @@ extension BenchCommand {
             let result = ExecutorBenchResult(
                 executor: executor.rawValue, hops: hops, nanosecondsPerHop: elapsed.timeInterval * 1e9 / Double(hops),
                 jobsEnqueuedPerHop: executor == .generic ? Double(enqueued) / Double(hops) : nil, checksum: total)
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = .sortedKeys
-                print(String(decoding: try encoder.encode(result), as: UTF8.self))
-            } else {
-                print("executor     \(result.executor), \(hops) steps (three nonisolated async layers each)")
-                print(String(format: "time         %.0f ns a step", result.nanosecondsPerHop))
-                if let perHop = result.jobsEnqueuedPerHop { print(String(format: "enqueued     %.3f jobs a step", perHop)) }
-            }
+            var summary = "executor     \(result.executor), \(hops) steps (three nonisolated async layers each)\n"
+            summary += String(format: "time         %.0f ns a step", result.nanosecondsPerHop)
+            if let perHop = result.jobsEnqueuedPerHop { summary += String(format: "\nenqueued     %.3f jobs a step", perHop) }
+            try emit(result, summary: summary, json: json)
         }
 
         /// Three nonisolated async layers called through existentials, as a request's middlewares

@@ -206,7 +206,7 @@ public final class FCMClient: Service, Sendable {
             case .queueDeadline:
                 // Every connection was full until the deadline (too few connections for the
                 // volume), or the push came to the pool too late: the detail says which.
-                failureLog.warning("FCM push not sent before its deadline", metadata: ["push.reason": .string(error.detail)], logger: logger)
+                failureLog.warning("FCM push not sent before its deadline: \(error.cause)", metadata: ["push.reason": .string(error.detail)], logger: logger)
                 return failure("Timeout", .retry)
             case .shutDown: return failure("ClientShutDown", .drop, message: "the FCM client is shut down")
             case .connectFailed:

@@ -200,7 +200,7 @@ public final class HTTP2ConnectionPool: Sendable {
             waiter.expiry?.cancel()
             waiter.expiry = nil
             if waiter.deadline < .now() {
-                actions.failures.append((waiter, HTTP2Failure(.queueDeadline, detail: "the deadline passed in the queue (\(state.summary))")))
+                actions.failures.append((waiter, HTTP2Failure(.queueDeadline, cause: "the deadline passed in the queue", state: state.summary)))
                 continue
             }
             state.slots[best.key]!.active += 1
@@ -280,7 +280,7 @@ public final class HTTP2ConnectionPool: Sendable {
             return (state.waiters.remove(at: index), state.summary)
         }
         guard let (waiter, summary) = expired else { return }
-        waiter.promise.fail(HTTP2Failure(.queueDeadline, detail: "no stream was free before the deadline (\(summary))"))
+        waiter.promise.fail(HTTP2Failure(.queueDeadline, cause: "no stream was free before the deadline", state: summary))
     }
 
     // MARK: Connections

@@ -65,11 +65,22 @@ public struct HTTP2Failure: Error, Sendable, Hashable, CustomStringConvertible {
     public var kind: Kind
     /// A short cause for logs (an error's description; never request content).
     public var detail: String
+    /// The cause as a fixed text, without the state that varies (the pool's connections): what a
+    /// rate-limited log tells causes apart by. The detail when there is nothing to leave out.
+    public var cause: String
 
     /// Creates a failure.
     public init(_ kind: Kind, detail: String = "") {
         self.kind = kind
         self.detail = detail
+        self.cause = detail
+    }
+
+    /// Creates a failure whose detail is a fixed cause and, in parentheses, the state it happened in.
+    public init(_ kind: Kind, cause: String, state: String) {
+        self.kind = kind
+        self.detail = "\(cause) (\(state))"
+        self.cause = cause
     }
 
     /// Whether the server can have processed the request: `false` when it certainly did not.
