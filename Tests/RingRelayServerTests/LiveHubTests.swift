@@ -28,7 +28,7 @@ import Testing
         var call = Self.call(at: now)
 
         let first = hub.connect(key, lastEventID: nil, sink: sink)
-        let ring = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
+        let ring = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil).eventID)
         #expect(hub.ack(ring, from: key))
         hub.disconnect(first)
         hub.prune()
@@ -52,21 +52,21 @@ import Testing
         _ = hub.connect(b2, lastEventID: nil, sink: LiveHub.Sink(send: { text in toB2.withLock { $0.append(text) } }, close: { _, _ in }))
         var call = Self.call(at: clock.now)
         let ringing = call
-        #expect(hub.ring(.incoming, call: ringing, to: b2, calleeBusy: false, provider: nil, rawPayload: nil) != nil)
+        #expect(hub.ring(.incoming, call: ringing, to: b2, calleeBusy: false, provider: nil, rawPayload: nil).eventID != nil)
 
         call.state = .accepted
         call.answeredBy = "b2"
         hub.publish([PlannedEvent(kind: .answeredElsewhere, identity: "bob", devices: .allExcept("b2"), reason: "answered")], call: call)
-        #expect(hub.ring(.incoming, call: ringing, to: b1, calleeBusy: false, provider: nil, rawPayload: nil) == nil)
+        #expect(hub.ring(.incoming, call: ringing, to: b1, calleeBusy: false, provider: nil, rawPayload: nil) == .ringOver)
         let b1Frames = toB1.withLock { $0 }.filter { $0.contains(call.id) }
         #expect(b1Frames.count == 1 && b1Frames[0].contains("call.answered_elsewhere"), "\(b1Frames)")
         #expect(toB2.withLock { $0 }.filter { $0.contains(call.id) }.count == 1)
 
         // Another call still rings; and past the ring deadline the record is pruned.
-        #expect(hub.ring(.incoming, call: Self.call(at: clock.now), to: b1, calleeBusy: false, provider: nil, rawPayload: nil) != nil)
+        #expect(hub.ring(.incoming, call: Self.call(at: clock.now), to: b1, calleeBusy: false, provider: nil, rawPayload: nil).eventID != nil)
         clock.advance(by: 45 + 61)
         hub.prune()
-        #expect(hub.ring(.incoming, call: ringing, to: b1, calleeBusy: false, provider: nil, rawPayload: nil) != nil)
+        #expect(hub.ring(.incoming, call: ringing, to: b1, calleeBusy: false, provider: nil, rawPayload: nil).eventID != nil)
     }
 
     /// In a ring group's call that rings on, only the devices whose part ended refuse a late ring.
@@ -83,8 +83,8 @@ import Testing
         let ringing = call
         call.group?.members[0].state = .declined
         hub.publish([PlannedEvent(kind: .declinedElsewhere, identity: "bob", devices: .all, reason: "declined")], call: call)
-        #expect(hub.ring(.incoming, call: ringing, to: bob, calleeBusy: false, provider: nil, rawPayload: nil) == nil)
-        #expect(hub.ring(.incoming, call: ringing, to: carol, calleeBusy: false, provider: nil, rawPayload: nil) != nil)
+        #expect(hub.ring(.incoming, call: ringing, to: bob, calleeBusy: false, provider: nil, rawPayload: nil) == .ringOver)
+        #expect(hub.ring(.incoming, call: ringing, to: carol, calleeBusy: false, provider: nil, rawPayload: nil).eventID != nil)
     }
 
     /// The calls whose devices the hub remembers are bounded: past the limit, those with the
@@ -99,7 +99,7 @@ import Testing
             clock.advance(by: 1)
             let now = clock.now
             let call = Self.call(at: now)
-            _ = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
+            _ = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil).eventID)
             ids.append(call.id)
         }
         let remembered = ids.filter { hub.isConcerned(accountID: "acc", callID: $0, identities: []) }
@@ -144,7 +144,7 @@ import Testing
         let now = clock.now
         var call = Self.call(at: now)
         let first = hub.connect(key, lastEventID: nil, sink: sink)
-        let ring = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil))
+        let ring = try #require(hub.ring(.incoming, call: call, to: key, calleeBusy: false, provider: nil, rawPayload: nil).eventID)
         #expect(hub.ack(ring, from: key))
         hub.disconnect(first)
         hub.forget(key)

@@ -264,7 +264,8 @@ struct ClusterSync: Service {
             guard let call = try await store.call(id: ring.callID, accountID: ring.device.accountID), call.isRinging(ring.device.identity),
                 let eventID = hub.ring(
                     ring.event, call: call, to: key, calleeBusy: ring.calleeBusy, provider: ring.provider, rawPayload: ring.payload.map { Array($0.utf8) },
-                    sealed: ring.sealed)
+                    sealed: ring.sealed
+                ).eventID
             else { return }
             guard await hub.awaitAck(eventID, within: .milliseconds(ring.ackWindowMilliseconds)) else { return }
             await tellOthers(.ringAcknowledged(ringID: ring.ringID, origin: ring.origin))

@@ -285,13 +285,27 @@ final class LiveHub: Sendable {
 
     // MARK: Events
 
+    /// What became of a ring to one device.
+    enum RingSend: Equatable {
+        /// Sent; its ack is awaited by this event id.
+        case sent(eventID: String)
+        /// The device is not connected (any more).
+        case notConnected
+        /// Not sent: the call no longer rings on this device (answered, declined or ended
+        /// before this ring's task ran).
+        case ringOver
+
+        /// The event id of a ring that was sent.
+        var eventID: String? {
+            if case .sent(let eventID) = self { eventID } else { nil }
+        }
+    }
+
     /// Sends a ring to one device and notes that an ack is awaited (see ``awaitAck(_:within:)``).
-    ///
-    /// - Returns: the event id, or `nil` when the device is not connected (any more).
     func ring(
         _ kind: CallEventType, call: Call, to key: DeviceKey, calleeBusy: Bool, provider: CallSource?, rawPayload: [UInt8]?,
         sealed: String? = nil
-    ) -> String? {
+    ) -> RingSend {
         let now = clock.now
         let eventID = ResourceID.make(ResourceID.event, at: now)
         let event = CallEvent(
@@ -302,12 +316,13 @@ final class LiveHub: Sendable {
         let pending = Pending(eventID: eventID, callID: call.id, text: text, isRing: true, expiresAt: call.ringDeadline)
         var kept = Kept()
         defer { kept.handOver(to: keeper.withLock { $0 }) }
-        return state.withLock { state -> String? in
-            guard let connection = state.connections[key], state.ringsOver[call.id]?.covers(key) != true else { return nil }
+        return state.withLock { state -> RingSend in
+            guard state.ringsOver[call.id]?.covers(key) != true else { return .ringOver }
+            guard let connection = state.connections[key] else { return .notConnected }
             state.ackWaits[eventID] = .pending(key)
             enqueue(pending, for: key, kind: kind, in: &state, kept: &kept)
             connection.sink.send(text)
-            return eventID
+            return .sent(eventID: eventID)
         }
     }
 

@@ -161,11 +161,21 @@ final class RingExecutor: Sendable {
         let start = ContinuousClock.now
         var answered = live.delivery
         answered.attempts = 1
-        if await ringAndAwaitAck(live.deviceID, key: key, of: ring) {
+        switch await ringAndAwaitAck(live.deviceID, key: key, of: ring) {
+        case .acknowledged:
             answered.outcome = PushDisposition.delivered.metricName
             answered.latencyMs = ((ContinuousClock.now - start).timeInterval * 1_000_000).rounded() / 1000
             answered.completedAt = clock.now
             return answered
+        case .ringOver:
+            // The call stopped ringing here before this ring's task ran: nothing was sent, and
+            // nothing falls back to push.
+            answered.outcome = PushDisposition.drop.metricName
+            answered.reason = "ring_ended"
+            answered.completedAt = clock.now
+            return answered
+        case .unacknowledged:
+            break
         }
         answered.outcome = "unacknowledged"
         answered.completedAt = clock.now
@@ -189,21 +199,33 @@ final class RingExecutor: Sendable {
         return answered
     }
 
+    /// How a live ring ended.
+    private enum LiveRingResult {
+        case acknowledged
+        /// Not acknowledged in time, or the device was not connected.
+        case unacknowledged
+        /// Not sent: the call no longer rings on the device.
+        case ringOver
+    }
+
     /// Rings one connected device, here or through the instance holding it, and waits for its ack.
-    private func ringAndAwaitAck(_ deviceID: String, key: DeviceKey, of ring: Ring) async -> Bool {
+    private func ringAndAwaitAck(_ deviceID: String, key: DeviceKey, of ring: Ring) async -> LiveRingResult {
         let call = ring.call
         let sealed = ring.content.sealedLive[deviceID]
         if let instance = ring.remote[deviceID] {
-            return await cluster.ringRemote(
+            let acknowledged = await cluster.ringRemote(
                 LiveDeviceAddress(accountID: key.accountID, identity: key.identity, deviceID: key.deviceID), on: instance, call: call,
                 event: ring.content.liveEvent, calleeBusy: ring.calleeBusy, payload: ring.content.livePayload, sealed: sealed, within: liveFallback)
+            return acknowledged ? .acknowledged : .unacknowledged
         }
-        guard
-            let eventID = hub.ring(
-                ring.content.liveEvent, call: call, to: key, calleeBusy: ring.calleeBusy, provider: call.source == .native ? nil : call.source,
-                rawPayload: ring.content.livePayload, sealed: sealed)
-        else { return false }
-        return await hub.awaitAck(eventID, within: liveFallback)
+        switch hub.ring(
+            ring.content.liveEvent, call: call, to: key, calleeBusy: ring.calleeBusy, provider: call.source == .native ? nil : call.source,
+            rawPayload: ring.content.livePayload, sealed: sealed)
+        {
+        case .sent(let eventID): return await hub.awaitAck(eventID, within: liveFallback) ? .acknowledged : .unacknowledged
+        case .notConnected: return .unacknowledged
+        case .ringOver: return .ringOver
+        }
     }
 
     /// Sends pushes that are not part of a ring (missed-call notices), each as a counted task
