@@ -49,7 +49,7 @@ final class Tally: Sendable {
     let samples = Mutex<[(index: Int, latency: Duration)]>([])
     let failures = Mutex(0)
 
-    func record(_ latency: Duration, succeeded: Bool, index: Int = 0) {
+    func record(_ latency: Duration, succeeded: Bool, index: Int) {
         samples.withLock { $0.append((index, latency)) }
         if !succeeded { failures.withLock { $0 += 1 } }
     }

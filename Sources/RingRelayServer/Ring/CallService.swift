@@ -270,9 +270,10 @@ struct CallService: Sendable {
         // In transactions of 10: the store is one writer, and new calls wait behind each. Between
         // two, the thread is given back: SQLite runs on the calling task's event loop, whose
         // connections would otherwise wait for the whole sweep.
-        for start in stride(from: 0, to: single.count, by: 10) {
+        let batchSize = 10
+        for start in stride(from: 0, to: single.count, by: batchSize) {
             if start > 0 { await Task.yield() }
-            let batch = single[start..<min(start + 10, single.count)].map { CallRules.timeout($0, at: now) }
+            let batch = single[start..<min(start + batchSize, single.count)].map { CallRules.timeout($0, at: now) }
             for case let missed? in try await store.transitionCalls(batch) { await announceTimeout(missed) }
         }
         return due.count
