@@ -209,9 +209,16 @@ public final class SQLiteStore: DataStore {
         }
     }
 
-    /// Frames (pages) the write-ahead log may hold before it is copied into the database file;
-    /// SQLite's own automatic checkpoint uses the same figure.
-    public static let checkpointFrames = 1000
+    /// Frames (pages) the write-ahead log may hold before it is copied into the database file: 16 MiB
+    /// of log. SQLite's own automatic checkpoint uses 1,000, but a call's rows and index entries
+    /// land on pages all over the file, and a longer log copies each page that many commits
+    /// changed once instead of again and again: four times the log took 6 % off a webhook's CPU
+    /// at full speed (docs/BENCHMARKS.md).
+    public static let checkpointFrames = 4000
+
+    /// At most this many frames are left for the checkpoint's last pass, the one statements wait
+    /// behind.
+    static let finishingFrames = 100
 
     /// Schedules a checkpoint when the log has grown past ``checkpointFrames``; the caller holds
     /// the mutex.
@@ -238,7 +245,7 @@ public final class SQLiteStore: DataStore {
                     guard !self.isClosed.withLock({ $0 }) else { return }
                     for _ in 0..<3 {
                         let pass = try await checkpointer.checkpoint()
-                        if pass.frames - pass.copied < Self.checkpointFrames / 10 { break }
+                        if pass.frames - pass.copied < Self.finishingFrames { break }
                     }
                     try await checkpointer.syncFiles()
                     try await self.mutex.withLock {
