@@ -3,7 +3,6 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
-import NIOPosix
 import NIOSSL
 import RingRelayCore
 
@@ -22,10 +21,7 @@ extension APNsSimulator {
     ///   ``registerClientCertificate(pem:topics:)``.
     /// - Throws: if the PEM texts do not parse.
     public func makeClientTLSConfiguration(clientCertificate: SelfSignedCertificate? = nil) throws -> TLSConfiguration {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)))
-        tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = ["h2"]
+        var tls = try listener.clientTLS(protocols: ["h2"])
         if let clientCertificate {
             tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(clientCertificate.certificatePEM.utf8))
                 .map { .certificate($0) }
@@ -36,47 +32,13 @@ extension APNsSimulator {
     }
 
     /// TLS 1.2+, ALPN `h2` only, client certificates requested but optional.
-    func makeServerTLSContext() throws -> NIOSSLContext {
-        let certificate = try NIOSSLCertificate(bytes: serverCertificate.certificateDER, format: .der)
-        let key = try NIOSSLPrivateKey(bytes: Array(serverCertificate.privateKeyPEM.utf8), format: .pem)
-        var tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
-        tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = ["h2"]
-        // Ask for a client certificate without requiring one; the custom verification callback
-        // accepts any, and request handling decides whether it is a registered one.
+    func serverTLS() throws -> TLSConfiguration {
+        var tls = try listener.serverTLS(protocols: ["h2"])
+        // Ask for a client certificate without requiring one; the listener accepts any, and request
+        // handling decides whether it is a registered one.
         tls.certificateVerification = .optionalVerification
-        tls.trustRoots = .certificates([certificate])
-        return try NIOSSLContext(configuration: tls)
-    }
-
-    /// The listening socket's bootstrap: TLS, then HTTP/2 if ALPN chose `h2`, else close.
-    func makeServerBootstrap(tlsContext: NIOSSLContext) -> ServerBootstrap {
-        ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { [self] channel in
-                let connectionID = connectionAccepted(channel)
-                channel.closeFuture.whenComplete { [self] _ in connectionClosed(connectionID) }
-                return channel.eventLoop.makeCompletedFuture {
-                    let tlsHandler = NIOSSLServerHandler(
-                        context: tlsContext,
-                        customVerificationCallback: { _, promise in promise.succeed(.certificateVerified) })
-                    try channel.pipeline.syncOperations.addHandler(tlsHandler)
-                }.flatMap {
-                    channel.configureHTTP2SecureUpgrade(
-                        h2ChannelConfigurator: { [self] channel in
-                            configureHTTP2(on: channel, connectionID: connectionID)
-                        },
-                        http1ChannelConfigurator: { [self] channel in
-                            // APNs speaks HTTP/2 only: no HTTP/1.1 fallback.
-                            configuration.logger.debug(
-                                "Closing a connection that did not negotiate h2",
-                                metadata: ["apns.simulator.connection": "\(connectionID)"])
-                            return channel.close()
-                        })
-                }
-            }
+        tls.trustRoots = .certificates([try NIOSSLCertificate(bytes: listener.certificate.certificateDER, format: .der)])
+        return tls
     }
 
     /// Adds the HTTP/2 handler and the per-stream request handlers to a connection.
@@ -107,28 +69,8 @@ extension APNsSimulator {
                     ])
                 }
             }
-            try channel.pipeline.syncOperations.addHandler(APNsConnectionErrorHandler(logger: configuration.logger))
+            try channel.pipeline.syncOperations.addHandler(SimulatorConnectionErrorHandler(name: "APNs", logger: configuration.logger))
         }
-    }
-}
-
-/// Closes a connection on TLS and socket errors. HTTP/2 errors are left to `NIOHTTP2Handler`,
-/// which has already answered them with RST_STREAM (stream errors, e.g. a stream over the
-/// concurrency limit) or GOAWAY (connection errors), just as APNs keeps a connection open when
-/// one stream goes wrong.
-final class APNsConnectionErrorHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-
-    private let logger: Logger
-
-    init(logger: Logger) {
-        self.logger = logger
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        logger.debug("APNs simulator connection error", metadata: ["error": "\(error)"])
-        if error is any NIOHTTP2Error { return }
-        context.close(promise: nil)
     }
 }
 

@@ -2,7 +2,6 @@ import Crypto
 import Foundation
 import Logging
 import NIOCore
-import NIOPosix
 import NIOSSL
 import RingRelayCore
 import Synchronization
@@ -83,10 +82,10 @@ public final class APNsSimulator: Sendable {
     }
 
     /// The trust anchor for clients: the simulator's self-signed server certificate, PEM encoded.
-    public let certificatePEM: String
+    public var certificatePEM: String { listener.certificate.certificatePEM }
 
     let configuration: Configuration
-    let serverCertificate: SelfSignedCertificate
+    let listener: SimulatorListener
     let state = Mutex(SimulatorState())
 
     /// Creates a simulator with a freshly generated self-signed P-256 certificate valid for
@@ -95,46 +94,34 @@ public final class APNsSimulator: Sendable {
     /// - Throws: if the certificate cannot be generated.
     public init(configuration: Configuration = .init()) throws {
         self.configuration = configuration
-        self.serverCertificate = try SelfSignedCertificate(commonName: "RingRelay APNs simulator")
-        self.certificatePEM = serverCertificate.certificatePEM
+        self.listener = try SimulatorListener(name: "APNs", host: configuration.host, port: configuration.port, logger: configuration.logger)
     }
 
     /// Binds the listening socket; afterwards ``port`` is the bound port.
     ///
     /// - Throws: `RingRelayError` (`simulator_already_started`) on a second call, or the bind error.
     public func start() async throws {
-        try state.withLock { state in
-            guard !state.starting else {
-                throw RingRelayError(
-                    .conflict, code: "simulator_already_started", "The APNs simulator was already started; create a new one.")
-            }
-            state.starting = true
-        }
-        let tlsContext = try makeServerTLSContext()
-        let channel = try await makeServerBootstrap(tlsContext: tlsContext)
-            .bind(host: configuration.host, port: configuration.port).get()
-        state.withLock { state in
-            state.serverChannel = channel
-            state.port = channel.localAddress?.port ?? 0
-        }
-        configuration.logger.info(
-            "APNs simulator listening", metadata: ["apns.simulator.port": "\(channel.localAddress?.port ?? 0)"])
+        try await listener.start(
+            tls: try serverTLS(), acceptingAnyClientCertificate: true, h2: { [self] in configureHTTP2(on: $0, connectionID: $1) },
+            other: { [self] channel, connectionID in
+                // APNs speaks HTTP/2 only: no HTTP/1.1 fallback.
+                configuration.logger.debug(
+                    "Closing a connection that did not negotiate h2", metadata: ["apns.simulator.connection": "\(connectionID)"])
+                return channel.close()
+            })
     }
 
     /// The bound port (0 before ``start()``).
-    public var port: Int { state.withLock { $0.port } }
+    public var port: Int { listener.port }
 
     /// The base URL, e.g. `https://127.0.0.1:2197`.
-    public var url: String {
-        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        return "https://\(host):\(port)"
-    }
+    public var url: String { listener.url }
 
     /// Writes ``certificatePEM`` to a file, e.g. for `ringrelay serve --push-ca-file`.
     ///
     /// - Throws: the file system's error.
     public func writeCertificate(toFile path: String) throws {
-        try Data(certificatePEM.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        try listener.writeCertificate(toFile: path)
     }
 
     /// Allows provider tokens signed by this key (token authentication).
@@ -212,7 +199,7 @@ public final class APNsSimulator: Sendable {
             if let times, times <= 0 {
                 state.behaviours[token.lowercased()] = nil
             } else {
-                state.behaviours[token.lowercased()] = ScriptedBehaviour(behaviour: behaviour, remaining: times)
+                state.behaviours[token.lowercased()] = Scripted(value: behaviour, remaining: times)
             }
         }
     }
@@ -226,7 +213,7 @@ public final class APNsSimulator: Sendable {
     public var received: [ReceivedPush] { state.withLock { $0.received } }
 
     /// How many TCP connections were accepted so far.
-    public var connectionsAccepted: Int { state.withLock { $0.connectionsAccepted } }
+    public var connectionsAccepted: Int { listener.connectionsAccepted }
 
     /// Forgets ``received`` and every scripted behaviour.
     public func reset() {
@@ -240,18 +227,7 @@ public final class APNsSimulator: Sendable {
     ///
     /// - Throws: never in practice; closing errors of already-closed channels are ignored.
     public func shutdown() async throws {
-        let (server, connections) = state.withLock { state in
-            let result = (state.serverChannel, Array(state.connections.values))
-            state.serverChannel = nil
-            state.connections.removeAll()
-            return result
-        }
-        if let server {
-            try? await server.close()
-        }
-        for connection in connections {
-            try? await connection.close()
-        }
+        await listener.shutdown()
     }
 }
 
@@ -275,21 +251,10 @@ struct AnyTokenPolicy: Sendable {
     var topics: Set<String>?
 }
 
-/// A behaviour with its remaining uses (`nil`: unlimited).
-struct ScriptedBehaviour: Sendable {
-    var behaviour: APNsSimulator.Behaviour
-    var remaining: Int?
-}
-
 /// Everything mutable about a simulator, kept under one lock.
 struct SimulatorState: Sendable {
-    var starting = false
-    var port = 0
-    var serverChannel: (any Channel)?
-    var connections: [Int: any Channel] = [:]
-    var connectionsAccepted = 0
     var received: [APNsSimulator.ReceivedPush] = []
-    var behaviours: [String: ScriptedBehaviour] = [:]
+    var behaviours: [String: Scripted<APNsSimulator.Behaviour>] = [:]
     var signingKeys: [SigningKeyID: RegisteredKey] = [:]
     var clientCertificates: [[UInt8]: Set<String>] = [:]
     var anyToken: AnyTokenPolicy?
@@ -299,15 +264,7 @@ extension APNsSimulator {
     /// Takes one use of the behaviour scripted for `token`, if any.
     func takeBehaviour(forDeviceToken token: String) -> Behaviour? {
         guard !token.isEmpty else { return nil }
-        return state.withLock { state in
-            let key = token.lowercased()
-            guard var scripted = state.behaviours[key] else { return nil }
-            if let remaining = scripted.remaining {
-                scripted.remaining = remaining - 1
-                state.behaviours[key] = remaining > 1 ? scripted : nil
-            }
-            return scripted.behaviour
-        }
+        return state.withLock { Scripted.take(token.lowercased(), from: &$0.behaviours) }
     }
 
     /// Appends a push to ``received`` and tells ``Configuration/onPush``.
@@ -319,20 +276,6 @@ extension APNsSimulator {
             }
         }
         configuration.onPush?(push)
-    }
-
-    /// Numbers a new connection and remembers it for ``shutdown()``.
-    func connectionAccepted(_ channel: any Channel) -> Int {
-        state.withLock { state in
-            state.connectionsAccepted += 1
-            state.connections[state.connectionsAccepted] = channel
-            return state.connectionsAccepted
-        }
-    }
-
-    /// Forgets a closed connection.
-    func connectionClosed(_ id: Int) {
-        state.withLock { _ = $0.connections.removeValue(forKey: id) }
     }
 
     /// The credentials in force right now.

@@ -3,7 +3,6 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
-import NIOPosix
 import NIOSSL
 
 extension FCMSimulator {
@@ -15,81 +14,37 @@ extension FCMSimulator {
     /// - Parameter http2: offer `h2` first (as Google's clients do); `false` offers HTTP/1.1 only.
     /// - Throws: if the certificate does not parse.
     public func makeClientTLSConfiguration(http2: Bool = true) throws -> TLSConfiguration {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)))
-        tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = http2 ? ["h2", "http/1.1"] : ["http/1.1"]
-        return tls
+        try listener.clientTLS(protocols: http2 ? ["h2", "http/1.1"] : ["http/1.1"])
     }
 
-    /// TLS 1.2+, ALPN `h2` and `http/1.1`.
-    func makeServerTLSContext() throws -> NIOSSLContext {
-        let certificate = try NIOSSLCertificate(bytes: serverCertificate.certificateDER, format: .der)
-        let key = try NIOSSLPrivateKey(bytes: Array(serverCertificate.privateKeyPEM.utf8), format: .pem)
-        var tls = TLSConfiguration.makeServerConfiguration(certificateChain: [.certificate(certificate)], privateKey: .privateKey(key))
-        tls.minimumTLSVersion = .tlsv12
-        tls.applicationProtocols = ["h2", "http/1.1"]
-        return try NIOSSLContext(configuration: tls)
-    }
-
-    /// The listening socket's bootstrap: TLS, then HTTP/2 if ALPN chose `h2`, else HTTP/1.1.
-    func makeServerBootstrap(tlsContext: NIOSSLContext) -> ServerBootstrap {
-        ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelInitializer { [self] channel in
-                let connectionID = connectionAccepted(channel)
-                channel.closeFuture.whenComplete { [self] _ in connectionClosed(connectionID) }
-                return channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tlsContext))
-                }.flatMap {
-                    channel.configureHTTP2SecureUpgrade(
-                        h2ChannelConfigurator: { [self] channel in
-                            channel.eventLoop.makeCompletedFuture {
-                                var connection = NIOHTTP2Handler.ConnectionConfiguration()
-                                connection.initialSettings = [
-                                    HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
-                                    HTTP2Setting(parameter: .maxHeaderListSize, value: 65_536),
-                                ]
-                                _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                                    mode: .server, connectionConfiguration: connection, streamConfiguration: .init()
-                                ) { [self] stream in
-                                    stream.eventLoop.makeCompletedFuture {
-                                        try stream.pipeline.syncOperations.addHandlers([
-                                            HTTP2FramePayloadToHTTP1ServerCodec(),
-                                            FCMRequestHandler(simulator: self, connectionID: connectionID),
-                                        ])
-                                    }
-                                }
-                                try channel.pipeline.syncOperations.addHandler(FCMConnectionErrorHandler(logger: configuration.logger))
-                            }
-                        },
-                        http1ChannelConfigurator: { [self] channel in
-                            channel.eventLoop.makeCompletedFuture {
-                                try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                                try channel.pipeline.syncOperations.addHandler(FCMRequestHandler(simulator: self, connectionID: connectionID))
-                            }
-                        })
+    /// Adds the HTTP/2 handler and a request handler per stream to a connection that chose `h2`.
+    func configureHTTP2(on channel: any Channel, connectionID: Int) -> EventLoopFuture<Void> {
+        channel.eventLoop.makeCompletedFuture {
+            var connection = NIOHTTP2Handler.ConnectionConfiguration()
+            connection.initialSettings = [
+                HTTP2Setting(parameter: .maxConcurrentStreams, value: 1000),
+                HTTP2Setting(parameter: .maxHeaderListSize, value: 65_536),
+            ]
+            _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                mode: .server, connectionConfiguration: connection, streamConfiguration: .init()
+            ) { [self] stream in
+                stream.eventLoop.makeCompletedFuture {
+                    try stream.pipeline.syncOperations.addHandlers([
+                        HTTP2FramePayloadToHTTP1ServerCodec(),
+                        FCMRequestHandler(simulator: self, connectionID: connectionID),
+                    ])
                 }
             }
-    }
-}
-
-/// Closes a connection on TLS and socket errors; HTTP/2 stream errors are left to `NIOHTTP2Handler`.
-final class FCMConnectionErrorHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-
-    private let logger: Logger
-
-    init(logger: Logger) {
-        self.logger = logger
+            try channel.pipeline.syncOperations.addHandler(SimulatorConnectionErrorHandler(name: "FCM", logger: configuration.logger))
+        }
     }
 
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        logger.debug("FCM simulator connection error", metadata: ["error": "\(error)"])
-        if error is any NIOHTTP2Error { return }
-        context.close(promise: nil)
+    /// Adds an HTTP/1.1 server and the request handler to a connection that did not choose `h2`.
+    func configureHTTP1(on channel: any Channel, connectionID: Int) -> EventLoopFuture<Void> {
+        channel.eventLoop.makeCompletedFuture {
+            try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+            try channel.pipeline.syncOperations.addHandler(FCMRequestHandler(simulator: self, connectionID: connectionID))
+        }
     }
 }
 

@@ -1,7 +1,6 @@
 import Foundation
 import Logging
 import NIOCore
-import NIOPosix
 import NIOSSL
 import RingRelayCore
 import Synchronization
@@ -180,10 +179,10 @@ public final class FCMSimulator: Sendable {
     }
 
     /// The trust anchor for clients: the simulator's self-signed server certificate, PEM encoded.
-    public let certificatePEM: String
+    public var certificatePEM: String { listener.certificate.certificatePEM }
 
     let configuration: Configuration
-    let serverCertificate: SelfSignedCertificate
+    let listener: SimulatorListener
     let state = Mutex(FCMSimulatorState())
 
     /// Creates a simulator with a freshly generated self-signed certificate valid for 127.0.0.1,
@@ -192,38 +191,23 @@ public final class FCMSimulator: Sendable {
     /// - Throws: if the certificate cannot be generated.
     public init(configuration: Configuration = .init()) throws {
         self.configuration = configuration
-        self.serverCertificate = try SelfSignedCertificate(commonName: "RingRelay FCM simulator")
-        self.certificatePEM = serverCertificate.certificatePEM
+        self.listener = try SimulatorListener(name: "FCM", host: configuration.host, port: configuration.port, logger: configuration.logger)
     }
 
     /// Binds the listening socket; afterwards ``port`` is the bound port.
     ///
     /// - Throws: `RingRelayError` (`simulator_already_started`) on a second call, or the bind error.
     public func start() async throws {
-        try state.withLock { state in
-            guard !state.starting else {
-                throw RingRelayError(
-                    .conflict, code: "simulator_already_started", "The FCM simulator was already started; create a new one.")
-            }
-            state.starting = true
-        }
-        let tlsContext = try makeServerTLSContext()
-        let channel = try await makeServerBootstrap(tlsContext: tlsContext).bind(host: configuration.host, port: configuration.port).get()
-        state.withLock { state in
-            state.serverChannel = channel
-            state.port = channel.localAddress?.port ?? 0
-        }
-        configuration.logger.info("FCM simulator listening", metadata: ["fcm.simulator.port": "\(port)"])
+        try await listener.start(
+            tls: try listener.serverTLS(protocols: ["h2", "http/1.1"]), acceptingAnyClientCertificate: false,
+            h2: { [self] in configureHTTP2(on: $0, connectionID: $1) }, other: { [self] in configureHTTP1(on: $0, connectionID: $1) })
     }
 
     /// The bound port (0 before ``start()``).
-    public var port: Int { state.withLock { $0.port } }
+    public var port: Int { listener.port }
 
     /// The base URL, e.g. `https://127.0.0.1:8443`: give it to RingRelay as `--fcm-endpoint`.
-    public var url: String {
-        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        return "https://\(host):\(port)"
-    }
+    public var url: String { listener.url }
 
     /// The token endpoint, ``url`` + `/token`: the `token_uri` of service accounts made here, and
     /// the `aud` their assertions must carry.
@@ -233,7 +217,7 @@ public final class FCMSimulator: Sendable {
     ///
     /// - Throws: the file system's error.
     public func writeCertificate(toFile path: String) throws {
-        try Data(certificatePEM.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        try listener.writeCertificate(toFile: path)
     }
 
     // MARK: Service accounts
@@ -365,7 +349,7 @@ public final class FCMSimulator: Sendable {
             if let times, times <= 0 {
                 state.behaviours[token] = nil
             } else {
-                state.behaviours[token] = FCMScripted(value: behaviour, remaining: times)
+                state.behaviours[token] = Scripted(value: behaviour, remaining: times)
             }
         }
     }
@@ -382,7 +366,7 @@ public final class FCMSimulator: Sendable {
             if let times, times <= 0 {
                 state.oauthFailures[key] = nil
             } else {
-                state.oauthFailures[key] = FCMScripted(value: failure, remaining: times)
+                state.oauthFailures[key] = Scripted(value: failure, remaining: times)
             }
         }
     }
@@ -413,7 +397,7 @@ public final class FCMSimulator: Sendable {
     public var tokenMints: Int { state.withLock { $0.tokenRequests.count(where: { $0.status == 200 }) } }
 
     /// How many TCP connections were accepted so far.
-    public var connectionsAccepted: Int { state.withLock { $0.connectionsAccepted } }
+    public var connectionsAccepted: Int { listener.connectionsAccepted }
 
     /// Forgets ``received``, ``tokenRequests`` and every scripted behaviour (issued tokens stay valid).
     public func reset() {
@@ -429,14 +413,7 @@ public final class FCMSimulator: Sendable {
     ///
     /// - Throws: never in practice; closing errors of already-closed channels are ignored.
     public func shutdown() async throws {
-        let (server, connections) = state.withLock { state in
-            let result = (state.serverChannel, Array(state.connections.values))
-            state.serverChannel = nil
-            state.connections.removeAll()
-            return result
-        }
-        if let server { try? await server.close() }
-        for connection in connections { try? await connection.close() }
+        await listener.shutdown()
     }
 }
 
@@ -456,24 +433,13 @@ struct FCMIssuedToken: Sendable {
     var expiresAt: Date
 }
 
-/// A scripted value with its remaining uses (`nil`: unlimited).
-struct FCMScripted<Value: Sendable>: Sendable {
-    var value: Value
-    var remaining: Int?
-}
-
 /// Everything mutable about an FCM simulator, kept under one lock.
 struct FCMSimulatorState: Sendable {
-    var starting = false
-    var port = 0
-    var serverChannel: (any Channel)?
-    var connections: [Int: any Channel] = [:]
-    var connectionsAccepted = 0
     var received: [FCMSimulator.ReceivedMessage] = []
     var tokenRequests: [FCMSimulator.TokenRequest] = []
-    var behaviours: [String: FCMScripted<FCMSimulator.Behaviour>] = [:]
+    var behaviours: [String: Scripted<FCMSimulator.Behaviour>] = [:]
     /// By client e-mail; "" applies to every account.
-    var oauthFailures: [String: FCMScripted<FCMSimulator.OAuthFailure>] = [:]
+    var oauthFailures: [String: Scripted<FCMSimulator.OAuthFailure>] = [:]
     var serviceAccounts: [String: FCMRegisteredAccount] = [:]
     var accessTokens: [String: FCMIssuedToken] = [:]
     var messageCounter: UInt64 = 0
@@ -483,26 +449,14 @@ extension FCMSimulator {
     /// Takes one use of the behaviour scripted for `token`, if any.
     func takeBehaviour(forRegistrationToken token: String) -> Behaviour? {
         guard !token.isEmpty else { return nil }
-        return state.withLock { state in
-            guard var scripted = state.behaviours[token] else { return nil }
-            if let remaining = scripted.remaining {
-                scripted.remaining = remaining - 1
-                state.behaviours[token] = remaining > 1 ? scripted : nil
-            }
-            return scripted.value
-        }
+        return state.withLock { Scripted.take(token, from: &$0.behaviours) }
     }
 
     /// Takes one use of the token endpoint failure scripted for `clientEmail` (or for every account).
     func takeOAuthFailure(forClientEmail clientEmail: String?) -> OAuthFailure? {
         state.withLock { state in
             for key in [clientEmail ?? "", ""] {
-                guard var scripted = state.oauthFailures[key] else { continue }
-                if let remaining = scripted.remaining {
-                    scripted.remaining = remaining - 1
-                    state.oauthFailures[key] = remaining > 1 ? scripted : nil
-                }
-                return scripted.value
+                if let failure = Scripted.take(key, from: &state.oauthFailures) { return failure }
             }
             return nil
         }
@@ -528,19 +482,5 @@ extension FCMSimulator {
             }
         }
         configuration.onTokenRequest?(request)
-    }
-
-    /// Numbers a new connection and remembers it for ``shutdown()``.
-    func connectionAccepted(_ channel: any Channel) -> Int {
-        state.withLock { state in
-            state.connectionsAccepted += 1
-            state.connections[state.connectionsAccepted] = channel
-            return state.connectionsAccepted
-        }
-    }
-
-    /// Forgets a closed connection.
-    func connectionClosed(_ id: Int) {
-        state.withLock { _ = $0.connections.removeValue(forKey: id) }
     }
 }
