@@ -25,6 +25,21 @@ public enum StrictJSON {
         }
         if let problem { throw problem }
     }
+
+    /// Checks `bytes` as ``validate(_:)`` does and, when they are an object whose members are all
+    /// strings, returns those members with their escapes resolved: the one pass a flat provider
+    /// notification needs, instead of a check and then `JSONSerialization`.
+    ///
+    /// - Returns: the members, or `nil` for any other JSON text (an array, a number, an object with
+    ///   a member that is not a string).
+    /// - Throws: ``JSONSyntaxError`` naming the first problem and where it is.
+    public static func stringMembers(_ bytes: some ContiguousBytes) throws(JSONSyntaxError) -> [String: String]? {
+        let outcome = bytes.withUnsafeBytes { raw in
+            var validator = Validator(bytes: raw.bindMemory(to: UInt8.self), collectingMembers: true)
+            return validator.run().map { Result<[String: String]?, JSONSyntaxError>.failure($0) } ?? .success(validator.members)
+        }
+        return try outcome.get()
+    }
 }
 
 /// What makes a text not strict JSON, and where.
@@ -41,9 +56,15 @@ public struct JSONSyntaxError: Error, Sendable, Hashable, CustomStringConvertibl
 private struct Validator {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
+    /// The top-level object's members while every one so far is a string (when collecting them);
+    /// `nil` otherwise.
+    private(set) var members: [String: String]?
+    /// The name of the top-level object's member being read.
+    private var memberName: [UInt8] = []
 
-    init(bytes: UnsafeBufferPointer<UInt8>) {
+    init(bytes: UnsafeBufferPointer<UInt8>, collectingMembers: Bool = false) {
         self.bytes = bytes
+        if collectingMembers { members = [:] }
     }
 
     mutating func run() -> JSONSyntaxError? {
@@ -73,6 +94,7 @@ private struct Validator {
         }
         skipWhitespace()
         guard index < bytes.count else { throw fail("no JSON value") }
+        if bytes[index] != UInt8(ascii: "{") { members = nil }
         try value()
         skipWhitespace()
         if let byte = peek { throw fail("\(Self.describe(byte)) after the JSON value") }
@@ -87,6 +109,9 @@ private struct Validator {
             // A value starts here.
             skipWhitespace()
             guard let byte = peek else { throw unexpectedEnd }
+            // A member of the top-level object: only strings are collected.
+            let isMember = members != nil && closers.count == 1
+            if isMember, byte != UInt8(ascii: "\"") { members = nil }
             switch byte {
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 guard closers.count < StrictJSON.maximumDepth else {
@@ -101,11 +126,17 @@ private struct Validator {
                     closers.append(closer)
                     if closer == UInt8(ascii: "}") {
                         keys.append([])
-                        try memberName(into: &keys[keys.count - 1])
+                        try readMemberName(into: &keys[keys.count - 1])
                     }
                     continue
                 }
-            case UInt8(ascii: "\""): _ = try string(decoding: false)
+            case UInt8(ascii: "\""):
+                if isMember {
+                    let text = try string(decoding: true) ?? []
+                    members?[String(decoding: memberName, as: UTF8.self)] = String(decoding: text, as: UTF8.self)
+                } else {
+                    _ = try string(decoding: false)
+                }
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): try number()
             case UInt8(ascii: "t"): try literal("true")
             case UInt8(ascii: "f"): try literal("false")
@@ -122,7 +153,7 @@ private struct Validator {
                     index += 1
                     skipWhitespace()
                     if peek == closer { throw fail("a trailing comma before '\(Character(UnicodeScalar(closer)))'", at: comma) }
-                    if closer == UInt8(ascii: "}") { try memberName(into: &keys[keys.count - 1]) }
+                    if closer == UInt8(ascii: "}") { try readMemberName(into: &keys[keys.count - 1]) }
                     break nextValue
                 case closer:
                     index += 1
@@ -137,7 +168,7 @@ private struct Validator {
     }
 
     /// Reads an object member's name and its colon; the name must be new to the object.
-    private mutating func memberName(into names: inout Set<[UInt8]>) throws(JSONSyntaxError) {
+    private mutating func readMemberName(into names: inout Set<[UInt8]>) throws(JSONSyntaxError) {
         let start = index
         guard let quote = peek else { throw unexpectedEnd }
         guard quote == UInt8(ascii: "\"") else { throw fail("\(Self.describe(quote)) where a member name in double quotes should be") }
@@ -145,6 +176,7 @@ private struct Validator {
         guard names.insert(name).inserted else {
             throw fail("the member name '\(ClientText.echo(String(decoding: name, as: UTF8.self)))' twice in one object", at: start)
         }
+        if members != nil { memberName = name }
         skipWhitespace()
         guard let colon = peek else { throw unexpectedEnd }
         guard colon == UInt8(ascii: ":") else { throw fail("\(Self.describe(colon)) where ':' should be") }

@@ -74,6 +74,31 @@ import Testing
         #expect(error?.description == problem)
     }
 
+    /// Every refused text is refused by the one-pass reader of flat objects too, naming the same problem.
+    @Test(arguments: refusedTexts.map { (Array($0.text.utf8), $0.problem) } + refusedBytes)
+    func stringMembersRefuseWhatValidateRefuses(_ bytes: [UInt8], problem: String) {
+        let error = #expect(throws: JSONSyntaxError.self) { try StrictJSON.stringMembers(bytes) }
+        #expect(error?.description == problem)
+    }
+
+    /// An object of strings reads as Foundation's parser reads it; any other JSON text reads as none.
+    @Test func stringMembersAreWhatFoundationReads() throws {
+        let flat = [
+            #"{}"#,
+            #" { "twi_to" : "client:alice", "twi_from":"+15551230000" } "#,
+            #"{"text":"é\u00e9\ud83d\ude00 \n\"\\\/\b\f\r\t","empty":"","k\u0061y":"\u0000"}"#,
+            "{\"\u{E9}\":\"precomposed\",\"name\":\"e\u{301} 日本 😀\"}",
+        ]
+        for text in flat {
+            let members = try #require(try StrictJSON.stringMembers(Array(text.utf8)), "\(text)")
+            let foundation = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: String])
+            #expect(members == foundation, "\(text)")
+        }
+        for text in [#"[]"#, #""text""#, "0", "null", #"{"a":"x","b":1}"#, #"{"a":{"b":"c"}}"#, #"{"a":["b"]}"#, #"{"a":null}"#] {
+            #expect(try StrictJSON.stringMembers(Array(text.utf8)) == nil, "\(text)")
+        }
+    }
+
     @Test func lenientBodiesAreRefusedWith400() async throws {
         let server = try await TestServer.make()
         try await server.withClient { client in

@@ -63,30 +63,41 @@ struct WebhooksController {
             rejections.warning("Twilio signature mismatch", metadata: ["account.id": .string(accountID)], logger: context.logger)
             throw Self.badSignature
         }
-        // The notification as a JSON object, its bytes as devices will get them, and as FCM data.
-        let object: [String: Any]
+        // The notification's string members (and the names of any others), its bytes as devices
+        // will get them, and as FCM data.
+        let strings: [String: String]
+        var others: Set<String> = []
         let json: [UInt8]
         let fcmData: [String: String]?
         if let form {
             var fields: [String: String] = [:]
             for (name, value) in form { fields[name] = value }
-            object = fields
+            strings = fields
             json = Self.jsonObject(sortedBy: fields)
             fcmData = fields
+        } else if let members = try Self.stringMembers(body) {
+            // Twilio's notifications are flat objects of strings: read in the one pass that checks them.
+            strings = members
+            json = body
+            fcmData = members
         } else {
-            object = try Self.jsonObject(body)
+            let object = try Self.jsonObject(body)
+            strings = object.compactMapValues { $0 as? String }
+            others = Set(object.keys.filter { strings[$0] == nil })
             json = body
             fcmData = RawJSON.stringMap(object)
         }
         func field(_ name: String) throws(RingRelayError) -> String {
-            guard let value = object[name] else { throw .missingField(name) }
-            guard let text = value as? String, !text.isEmpty else { throw .invalidField(name, "must be a non-empty string.") }
+            guard let text = strings[name] else {
+                throw others.contains(name) ? .invalidField(name, "must be a non-empty string.") : .missingField(name)
+            }
+            guard !text.isEmpty else { throw .invalidField(name, "must be a non-empty string.") }
             return text
         }
         let accountSID = try field("twi_account_sid")
         let to = try field("twi_to")
         let messageID = try field("twi_message_id")
-        let messageType = (object["twi_message_type"] as? String) ?? "twilio.voice.call"
+        let messageType = strings["twi_message_type"] ?? "twilio.voice.call"
         guard Secrets.constantTimeEqual(accountSID, credential.accountSID) else {
             throw RingRelayError(.forbidden, code: .accountSIDMismatch, "twi_account_sid is not the Twilio account configured for this RingRelay account.")
         }
@@ -101,7 +112,7 @@ struct WebhooksController {
             throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not a JSON object.")
         }
         let result = try await ringer.ring(
-            accountID: accountID, source: .twilio, externalID: messageID, caller: object["twi_from"] as? String, callee: callee,
+            accountID: accountID, source: .twilio, externalID: messageID, caller: strings["twi_from"], callee: callee,
             content: RingContent(liveEvent: .notification, livePayload: json, apnsVoIP: voip, fcmData: data))
         return respond(result)
     }
@@ -219,6 +230,17 @@ struct WebhooksController {
             }
         }
         return "\(scheme)://\(host)\(request.uri.description)"
+    }
+
+    /// The body's members when it is a JSON object of strings only, held to RFC 8259 as every request
+    /// body is; `nil` when it is valid JSON of another shape.
+    private static func stringMembers(_ body: [UInt8]) throws -> [String: String]? {
+        guard !body.isEmpty else { throw RingRelayError(.badRequest, code: .emptyBody, "The request needs a JSON body.") }
+        do {
+            return try StrictJSON.stringMembers(body)
+        } catch {
+            throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not valid JSON: \(error).")
+        }
     }
 
     /// The body as a JSON object, held to RFC 8259 as every request body is, signed or not: with a
