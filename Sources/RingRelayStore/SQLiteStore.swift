@@ -212,8 +212,8 @@ public final class SQLiteStore: DataStore {
     /// Frames (pages) the write-ahead log may hold before it is copied into the database file: 16 MiB
     /// of log. SQLite's own automatic checkpoint uses 1,000, but a call's rows and index entries
     /// land on pages all over the file, and a longer log copies each page that many commits
-    /// changed once instead of again and again: four times the log took 6 % off a webhook's CPU
-    /// at full speed (docs/BENCHMARKS.md).
+    /// changed once instead of again and again: four times the log took about a tenth off a
+    /// webhook's CPU at full speed (docs/BENCHMARKS.md).
     public static let checkpointFrames = 4000
 
     /// At most this many frames are left for the checkpoint's last pass, the one statements wait
