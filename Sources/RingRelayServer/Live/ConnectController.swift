@@ -101,6 +101,10 @@ struct ConnectController {
                 }
             })
         let registration = hub.connect(key, lastEventID: lastEventID, sink: sink)
+        // The hub forgets the device as soon as its connection closes, not when this task next
+        // runs: a loaded machine can take a while for that, and a call created in between would
+        // plan a live ring to a device that is gone (the defer below does it again, harmlessly).
+        channel.closeFuture.whenComplete { [hub] _ in hub.disconnect(registration) }
         metrics.recordLiveConnections(hub.connectionCount)
         await cluster.deviceConnected(registration, lastEventID: lastEventID)
         // The token was checked at the upgrade only: the connection ends when the token does
