@@ -30,7 +30,8 @@ public final class SQLiteStore: DataStore {
     private let checkpointer: SQLiteHandle
     private let checkpointMutex = AsyncMutex()
     private let bindingCache = BindingCache()
-    private let keyCache = KeyCache()
+    /// Unrevoked API keys by secret hash.
+    private let keyCache = GenerationCache<APIKeyRecord>(maxAge: .seconds(600))
     private let backlog = DeliveryBacklog()
     /// ``createCall(_:)``'s rounds: calls that arrive while a round is written go in the next,
     /// one transaction.
@@ -38,7 +39,8 @@ public final class SQLiteStore: DataStore {
     /// ``flushDeliveries()``'s rounds: one write of the backlog for everyone waiting.
     private let deliveryFlushes = GroupCommit<Void, Void>()
     private let callCache = CallCache()
-    private let callDefaultsCache = CallDefaultsCache()
+    /// Call defaults by account id (written only through this store, so kept until written).
+    private let callDefaultsCache = GenerationCache<CallDefaults>()
     /// Set once the connection is closed; read and written only while holding ``mutex``.
     private let isClosed = Mutex(false)
     /// Set while a checkpoint is scheduled or running.
@@ -354,8 +356,8 @@ extension SQLiteStore {
             return !rows.isEmpty
         }
         bindingCache.invalidate(accountID: id)
-        callDefaultsCache.invalidate(accountID: id)
-        keyCache.forget { $0.accountID == id }
+        callDefaultsCache.forget(id)
+        keyCache.forget { $1.accountID == id }
         return deleted
     }
 
@@ -368,12 +370,12 @@ extension SQLiteStore {
             "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND account_id = ? AND revoked_at IS NULL RETURNING id",
             [.integer(date.millis), .text(keyID), .text(accountID)]
         ).isEmpty
-        keyCache.forget { $0.id == keyID }
+        keyCache.forget { $1.id == keyID }
         return revoked
     }
 
     public func activeKey(secretHash: String) async throws -> APIKeyRecord? {
-        let (cached, generation) = keyCache.lookup(secretHash: secretHash)
+        let (cached, generation) = keyCache.lookup(secretHash)
         if let cached { return cached }
         let key = try await query(
             "SELECT id, account_id, secret_hash, hint, created_at, revoked_at FROM api_keys WHERE secret_hash = ? AND revoked_at IS NULL",
@@ -384,18 +386,18 @@ extension SQLiteStore {
                 hint: row.string("hint"), createdAt: row.date("created_at"), revokedAt: row.optionalDate("revoked_at"))
         }
         // Only hits are kept: a guessed secret must not fill the cache.
-        if let key { keyCache.store(key, ifGeneration: generation) }
+        if let key { keyCache.store(key, for: secretHash, ifGeneration: generation) }
         return key
     }
 
     public func callDefaults(accountID: String) async throws -> CallDefaults {
-        let (cached, version) = callDefaultsCache.lookup(accountID: accountID)
+        let (cached, generation) = callDefaultsCache.lookup(accountID)
         if let cached { return cached }
         let defaults =
             try await query("SELECT if_busy, notify_missed FROM account_call_defaults WHERE account_id = ?", [.text(accountID)]).first.map {
                 CallDefaults(ifBusy: BusyPolicy(rawValue: $0.string("if_busy")) ?? .ring, notifyMissed: $0.column("notify_missed")?.integer == 1)
             } ?? CallDefaults()
-        callDefaultsCache.store(defaults, accountID: accountID, ifVersion: version)
+        callDefaultsCache.store(defaults, for: accountID, ifGeneration: generation)
         return defaults
     }
 
@@ -406,7 +408,7 @@ extension SQLiteStore {
             ON CONFLICT (account_id) DO UPDATE SET if_busy = excluded.if_busy, notify_missed = excluded.notify_missed
             """,
             [.text(accountID), .text(defaults.ifBusy.rawValue), .integer(defaults.notifyMissed ? 1 : 0)])
-        callDefaultsCache.invalidate(accountID: accountID)
+        callDefaultsCache.forget(accountID)
     }
 
     private static let insertKeySQL =

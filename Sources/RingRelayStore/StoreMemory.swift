@@ -66,51 +66,68 @@ final class BindingCache: Sendable {
     }
 }
 
-/// Unrevoked API keys by secret hash, so an authenticated request does not read its key from disk.
+/// Values read from the file, by key, so a hot path does not read them again: unrevoked API keys
+/// by secret hash (every authenticated request), each account's call defaults (every missed call).
 ///
-/// Revoking a key or deleting an account drops the entries concerned and bumps the generation. A
-/// lookup that read its key from disk before such a change cannot put it back afterwards:
-/// ``store(_:ifGeneration:)`` keeps the key only while the generation is still the one the miss
-/// saw, so a revocation holds on the next request whatever the interleaving. A key is kept at
-/// most ``maxAge``, then read again.
-final class KeyCache: Sendable {
+/// Each write that concerns them drops the entries concerned and bumps the generation. A lookup
+/// that read its value from disk before such a write cannot put it back afterwards:
+/// ``store(_:for:ifGeneration:)`` keeps the value only while the generation is still the one the
+/// miss saw, so a revoked key or changed defaults hold from the next read, whatever the
+/// interleaving. Bounded by ``capacity`` (past it the cache starts over) and, when given, by
+/// ``maxAge``, after which a value is read again.
+final class GenerationCache<Value: Sendable>: Sendable {
+    private struct Entry {
+        var value: Value
+        var storedAt: ContinuousClock.Instant
+    }
+
     private struct State {
-        var keys: [String: (key: APIKeyRecord, storedAt: ContinuousClock.Instant)] = [:]
+        var entries: [String: Entry] = [:]
         var generation: UInt64 = 0
     }
 
     private let state = Mutex(State())
+    /// Entries held before the cache is dropped and starts over.
     let capacity: Int
-    /// How long an entry is used.
-    let maxAge: Duration
+    /// How long an entry is used; `nil` until a write drops it.
+    let maxAge: Duration?
 
-    init(capacity: Int = 10_000, maxAge: Duration = .seconds(600)) {
+    init(capacity: Int = 10_000, maxAge: Duration? = nil) {
         self.capacity = capacity
         self.maxAge = maxAge
     }
 
-    /// The cached key and the current generation, which a miss passes back to ``store(_:ifGeneration:)``.
-    func lookup(secretHash: String) -> (key: APIKeyRecord?, generation: UInt64) {
+    /// The cached value and the current generation, which a miss passes back to ``store(_:for:ifGeneration:)``.
+    func lookup(_ key: String) -> (value: Value?, generation: UInt64) {
         let now = ContinuousClock.now
         return state.withLock { state in
-            (state.keys[secretHash].flatMap { now - $0.storedAt < maxAge ? $0.key : nil }, state.generation)
+            guard let entry = state.entries[key], maxAge.map({ now - entry.storedAt < $0 }) ?? true else { return (nil, state.generation) }
+            return (entry.value, state.generation)
         }
     }
 
-    /// Keeps `key` unless a key was revoked or an account deleted since `generation` was read.
-    func store(_ key: APIKeyRecord, ifGeneration generation: UInt64) {
+    /// Keeps `value` for `key` unless anything was forgotten since `generation` was read.
+    func store(_ value: Value, for key: String, ifGeneration generation: UInt64) {
         state.withLock { state in
             guard state.generation == generation else { return }
-            if state.keys.count >= capacity { state.keys.removeAll(keepingCapacity: true) }
-            state.keys[key.secretHash] = (key, .now)
+            if state.entries.count >= capacity { state.entries.removeAll(keepingCapacity: true) }
+            state.entries[key] = Entry(value: value, storedAt: .now)
         }
     }
 
-    /// Drops the keys `shouldForget` names; called after the change is in the database.
-    func forget(where shouldForget: (APIKeyRecord) -> Bool) {
+    /// Drops the entries `shouldForget` names (by key and value); called after the write is in the database.
+    func forget(where shouldForget: (String, Value) -> Bool) {
         state.withLock { state in
             state.generation &+= 1
-            state.keys = state.keys.filter { !shouldForget($0.value.key) }
+            state.entries = state.entries.filter { !shouldForget($0.key, $0.value.value) }
+        }
+    }
+
+    /// Drops `key`'s entry; called after the write is in the database.
+    func forget(_ key: String) {
+        state.withLock { state in
+            state.generation &+= 1
+            state.entries[key] = nil
         }
     }
 }
@@ -160,48 +177,5 @@ final class CallCache: Sendable {
 
     func forgetAll() {
         state.withLock { $0 = State() }
-    }
-}
-
-/// Each account's call defaults, read once: a missed call reads them to know whether to send
-/// notices, and at 1,000 calls a second that was a statement a call waiting for the one
-/// connection.
-///
-/// As in ``BindingCache``, a write bumps a version, and a read that started before it cannot
-/// put what it read back afterwards.
-final class CallDefaultsCache: Sendable {
-    private struct State {
-        var entries: [String: CallDefaults] = [:]
-        var version: UInt64 = 0
-    }
-
-    private let state = Mutex(State())
-    /// Accounts held before the cache is dropped and starts over.
-    let capacity: Int
-
-    init(capacity: Int = 10_000) {
-        self.capacity = capacity
-    }
-
-    /// The account's cached defaults, and the version a miss passes back to ``store``.
-    func lookup(accountID: String) -> (defaults: CallDefaults?, version: UInt64) {
-        state.withLock { ($0.entries[accountID], $0.version) }
-    }
-
-    /// Keeps `defaults` unless any account's defaults were written since `version` was read.
-    func store(_ defaults: CallDefaults, accountID: String, ifVersion version: UInt64) {
-        state.withLock { state in
-            guard state.version == version else { return }
-            if state.entries.count >= capacity { state.entries.removeAll(keepingCapacity: true) }
-            state.entries[accountID] = defaults
-        }
-    }
-
-    /// Forgets the account's defaults; called after each write to them and when it is deleted.
-    func invalidate(accountID: String) {
-        state.withLock { state in
-            state.version &+= 1
-            state.entries[accountID] = nil
-        }
     }
 }

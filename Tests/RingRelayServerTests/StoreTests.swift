@@ -86,11 +86,11 @@ import RingRelayWire
     @Test func cachedKeysAndBindingsExpire() async throws {
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         let key = APIKeyRecord(id: "key_1", accountID: "acc_1", secretHash: "h", hint: "abcd", createdAt: now)
-        let keys = KeyCache(maxAge: .seconds(2))
-        keys.store(key, ifGeneration: keys.lookup(secretHash: "h").generation)
-        #expect(keys.lookup(secretHash: "h").key == key)
+        let keys = GenerationCache<APIKeyRecord>(maxAge: .seconds(2))
+        keys.store(key, for: "h", ifGeneration: keys.lookup("h").generation)
+        #expect(keys.lookup("h").value == key)
         try await Task.sleep(for: .milliseconds(2_050))
-        #expect(keys.lookup(secretHash: "h").key == nil)
+        #expect(keys.lookup("h").value == nil)
 
         let bindings = BindingCache(maxAge: .seconds(2))
         bindings.store([], accountID: "acc_1", identity: "bob", ifVersion: bindings.lookup(accountID: "acc_1", identity: "bob").version)
@@ -102,19 +102,19 @@ import RingRelayWire
     /// An account's call defaults are read once, and a read that started before a write does not
     /// put the old defaults back after it.
     @Test func callDefaultsAreCachedUntilWritten() async throws {
-        let cache = CallDefaultsCache(capacity: 2)
-        let before = cache.lookup(accountID: "acc_1")
-        #expect(before.defaults == nil)
-        cache.invalidate(accountID: "acc_1")  // a write lands while the read is in flight
-        cache.store(CallDefaults(), accountID: "acc_1", ifVersion: before.version)
-        #expect(cache.lookup(accountID: "acc_1").defaults == nil)
-        cache.store(CallDefaults(ifBusy: .reject), accountID: "acc_1", ifVersion: cache.lookup(accountID: "acc_1").version)
-        #expect(cache.lookup(accountID: "acc_1").defaults == CallDefaults(ifBusy: .reject))
+        let cache = GenerationCache<CallDefaults>(capacity: 2)
+        let before = cache.lookup("acc_1")
+        #expect(before.value == nil)
+        cache.forget("acc_1")  // a write lands while the read is in flight
+        cache.store(CallDefaults(), for: "acc_1", ifGeneration: before.generation)
+        #expect(cache.lookup("acc_1").value == nil)
+        cache.store(CallDefaults(ifBusy: .reject), for: "acc_1", ifGeneration: cache.lookup("acc_1").generation)
+        #expect(cache.lookup("acc_1").value == CallDefaults(ifBusy: .reject))
         // Bounded: a third account starts the cache over.
-        cache.store(CallDefaults(), accountID: "acc_2", ifVersion: cache.lookup(accountID: "acc_2").version)
-        cache.store(CallDefaults(), accountID: "acc_3", ifVersion: cache.lookup(accountID: "acc_3").version)
-        #expect(cache.lookup(accountID: "acc_1").defaults == nil)
-        #expect(cache.lookup(accountID: "acc_3").defaults == CallDefaults())
+        cache.store(CallDefaults(), for: "acc_2", ifGeneration: cache.lookup("acc_2").generation)
+        cache.store(CallDefaults(), for: "acc_3", ifGeneration: cache.lookup("acc_3").generation)
+        #expect(cache.lookup("acc_1").value == nil)
+        #expect(cache.lookup("acc_3").value == CallDefaults())
 
         // Through the store, on a real file: the write is seen at once by the next read.
         let directory = try TemporaryDirectory()
