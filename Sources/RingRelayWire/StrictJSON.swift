@@ -258,7 +258,7 @@ private struct Validator {
         guard index + 4 <= bytes.count else { throw unexpectedEnd }
         var unit: UInt32 = 0
         for _ in 0..<4 {
-            guard let digit = Self.hexValue(bytes[index]) else {
+            guard let digit = bytes[index].hexDigitValue.map(UInt32.init) else {
                 throw fail("\(Self.describe(bytes[index])) in a \\u escape, which needs four hex digits")
             }
             unit = unit << 4 | digit
@@ -267,14 +267,6 @@ private struct Validator {
         return unit
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt32? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(byte - UInt8(ascii: "a") + 10)
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(byte - UInt8(ascii: "A") + 10)
-        default: nil
-        }
-    }
 
     /// Reads one UTF-8 encoded character from its lead byte, refusing what RFC 3629 refuses
     /// (overlong forms, surrogates, code points past U+10FFFF).

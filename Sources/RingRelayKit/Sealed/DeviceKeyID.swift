@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RingRelayWire
 
 /// A device public key's fingerprint: the first 16 bytes of the SHA-256 of its X9.63 form.
 ///
@@ -70,21 +71,9 @@ extension Data {
         var bytes = [UInt8]()
         bytes.reserveCapacity(digits.count / 2)
         for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = digits[index].hexValue, let low = digits[index + 1].hexValue else { return nil }
+            guard let high = digits[index].hexDigitValue, let low = digits[index + 1].hexDigitValue else { return nil }
             bytes.append(high << 4 | low)
         }
         self.init(bytes)
-    }
-}
-
-extension UInt8 {
-    /// The value of an ASCII hex digit.
-    fileprivate var hexValue: UInt8? {
-        switch self {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): self - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): self - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): self - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 }

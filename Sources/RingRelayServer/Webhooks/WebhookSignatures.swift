@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import RingRelayCore
+import RingRelayWire
 
 /// Twilio's `X-Twilio-Signature`, checked the way Twilio's own `RequestValidator` does.
 ///
@@ -79,7 +80,7 @@ public enum TwilioSignature {
         while index < bytes.endIndex {
             let byte = bytes[index]
             if byte == UInt8(ascii: "%") {
-                guard index + 2 < bytes.endIndex, let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) else {
+                guard index + 2 < bytes.endIndex, let high = bytes[index + 1].hexDigitValue, let low = bytes[index + 2].hexDigitValue else {
                     return String(decoding: bytes, as: UTF8.self)
                 }
                 decoded.append(high << 4 | low)
@@ -90,15 +91,6 @@ public enum TwilioSignature {
             }
         }
         return String(validating: decoded, as: UTF8.self) ?? String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     private static func withoutPort(_ components: URLComponents) -> String? {

@@ -81,7 +81,8 @@ struct WebhooksController {
             json = body
             fcmData = members
         } else {
-            let object = try Self.jsonObject(body)
+            // Valid JSON (stringMembers checked it) of another shape.
+            let object = try Self.parsedObject(body)
             strings = object.compactMapValues { $0 as? String }
             others = Set(object.keys.filter { strings[$0] == nil })
             json = body
@@ -253,6 +254,11 @@ struct WebhooksController {
         } catch {
             throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not valid JSON: \(error).")
         }
+        return try parsedObject(body)
+    }
+
+    /// Strict JSON (checked already) as an object.
+    private static func parsedObject(_ body: [UInt8]) throws -> [String: Any] {
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
             throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not a JSON object.")
         }
