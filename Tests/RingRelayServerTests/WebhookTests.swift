@@ -230,6 +230,40 @@ import Testing
         }
     }
 
+    /// A form-encoded notification, encoded and signed by Python's `urllib` and twilio-python
+    /// (which signs a form by its sorted fields, not its bytes): the server decodes `+`, `%XX` and
+    /// UTF-8 as they do, accepts the signature and rings with the fields as they were sent.
+    @Test func twilioOwnLibrarySignsAFormTheServerReadsAsSent() async throws {
+        try await TestServer.withPushServer { server, simulator, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 8))"}"#, token: key)
+            let from = "+1 555 & Zoë 100% = café"
+            let script = """
+                import sys, urllib.parse
+                from twilio.request_validator import RequestValidator
+                token, url, sid, caller = sys.argv[1:5]
+                params = {"twi_account_sid": sid, "twi_to": "client:bob", "twi_message_id": "WBform",
+                          "twi_message_type": "twilio.voice.call", "twi_from": caller}
+                print(urllib.parse.urlencode(params))
+                print(RequestValidator(token).compute_signature(url, params))
+                """
+            let path = "/v1/webhooks/twilio/\(accountID)"
+            let lines = try Self.python(script, arguments: [Self.twilioToken, "http://\(Self.host)\(path)", Self.twilioSID, from])
+                .split(separator: "\n").map(String.init)
+            try #require(lines.count == 2, "Python answered \(lines)")
+            #expect(lines[0].contains("%26") && lines[0].contains("+") && lines[0].contains("%C3%AB"), "not the encoding under test: \(lines[0])")
+            var headers = HTTPFields()
+            headers[.contentType] = "application/x-www-form-urlencoded"
+            headers[HTTPField.Name("X-Twilio-Signature")!] = lines[1]
+            let response = try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: lines[0]))
+            #expect(response.status == .ok, "\(String(buffer: response.body))")
+            let push = try #require(await Self.received(simulator, atLeast: 1).first)
+            let payload = try #require(try JSONSerialization.jsonObject(with: push.payload) as? [String: Any])
+            #expect(payload["twi_from"] as? String == from)
+            #expect(payload["twi_message_id"] as? String == "WBform")
+        }
+    }
+
     /// Runs a Python script and returns what it printed.
     static func python(_ script: String, arguments: [String]) throws -> String {
         try Command.run("/usr/bin/env", ["python3", "-c", script] + arguments).output.trimmingCharacters(in: .whitespacesAndNewlines)
