@@ -70,8 +70,6 @@ public final class HTTP2ConnectionPool: Sendable {
         var deadline: NIODeadline
         var refusals: Int
         var promise: EventLoopPromise<HTTP2Response>
-        /// Fails the waiter at its deadline while it is queued.
-        var expiry: Scheduled<Void>?
     }
 
     private struct Slot {
@@ -95,6 +93,10 @@ public final class HTTP2ConnectionPool: Sendable {
         var waiters = CircularBuffer<Waiter>()
         var nextID: UInt64 = 0
         var shutDown = false
+        /// One timer fails queued requests past their deadlines: armed at the earliest deadline
+        /// known when it was armed, re-armed for the next when it fires.
+        var expiry: Scheduled<Void>?
+        var expiryDeadline: NIODeadline?
 
         /// The pool at a glance, for a failure's detail: each connection's streams and limit.
         var summary: String {
@@ -151,7 +153,8 @@ public final class HTTP2ConnectionPool: Sendable {
             }
             state.waiters.append(waiter)
             let actions = dispatch(&state)
-            if state.waiters.last?.id == waiter.id { scheduleExpiry(at: state.waiters.index(before: state.waiters.endIndex), &state) }
+            // Dispatch takes from the front: if this request is still queued, it is the last.
+            if state.waiters.last?.id == waiter.id { armExpiry(at: deadline, &state) }
             return actions
         }
         run(actions)
@@ -172,10 +175,7 @@ public final class HTTP2ConnectionPool: Sendable {
             defer { state.waiters.removeAll() }
             return (Array(state.waiters), state.slots.values.map(\.connection))
         }
-        for waiter in waiters {
-            waiter.expiry?.cancel()
-            waiter.promise.fail(HTTP2Failure(.shutDown))
-        }
+        for waiter in waiters { waiter.promise.fail(HTTP2Failure(.shutDown)) }
         for connection in connections {
             connection.close()
             try? await connection.channel.closeFuture.get()
@@ -196,9 +196,7 @@ public final class HTTP2ConnectionPool: Sendable {
                 if room > best?.room ?? 0 { best = (key, room) }
             }
             guard let best else { break }
-            var waiter = state.waiters.removeFirst()
-            waiter.expiry?.cancel()
-            waiter.expiry = nil
+            let waiter = state.waiters.removeFirst()
             if waiter.deadline < .now() {
                 actions.failures.append((waiter, HTTP2Failure(.queueDeadline, cause: "the deadline passed in the queue", state: state.summary)))
                 continue
@@ -218,24 +216,57 @@ public final class HTTP2ConnectionPool: Sendable {
         return actions
     }
 
-    /// A queued request fails at its deadline rather than waiting for a stream that may never come.
-    private func scheduleExpiry(at index: CircularBuffer<Waiter>.Index, _ state: inout State) {
-        let id = state.waiters[index].id
-        let loop = state.waiters[index].promise.futureResult.eventLoop
-        state.waiters[index].expiry = loop.scheduleTask(deadline: state.waiters[index].deadline) { [weak self] in self?.expire(id) }
+    /// Queued requests fail at their deadline rather than wait for a stream that may never come.
+    /// One timer serves the whole queue (a timer each would make every dispatch cancel one, and
+    /// NIO finds a cancelled timer by a linear search of all of a loop's timers).
+    private func armExpiry(at deadline: NIODeadline, _ state: inout State) {
+        if let armed = state.expiryDeadline, armed <= deadline { return }
+        state.expiry?.cancel()
+        state.expiryDeadline = deadline
+        state.expiry = group.any().scheduleTask(deadline: deadline) { [weak self] in self?.expireQueued() }
+    }
+
+    /// Fails every queued request past its deadline, and arms the timer for the next.
+    private func expireQueued() {
+        let now = NIODeadline.now()
+        let (expired, summary) = state.withLock { state -> ([Waiter], String) in
+            state.expiry = nil
+            state.expiryDeadline = nil
+            var expired: [Waiter] = []
+            var next: NIODeadline?
+            state.waiters.removeAll { waiter in
+                if waiter.deadline <= now {
+                    expired.append(waiter)
+                    return true
+                }
+                if waiter.deadline < next ?? .distantFuture { next = waiter.deadline }
+                return false
+            }
+            if let next { armExpiry(at: next, &state) }
+            return (expired, state.summary)
+        }
+        for waiter in expired {
+            waiter.promise.fail(HTTP2Failure(.queueDeadline, cause: "no stream was free before the deadline", state: summary))
+        }
     }
 
     private func run(_ actions: Actions) {
         for (waiter, failure) in actions.failures { waiter.promise.fail(failure) }
-        for (waiter, connection) in actions.starts { start(waiter, on: connection) }
+        // One batch a connection: its streams open in one task of its event loop, with one flush.
+        var batches: [(HTTP2PoolConnection, [HTTP2StreamStart])] = []
+        for (waiter, connection) in actions.starts {
+            let id = ObjectIdentifier(connection)
+            let start = HTTP2StreamStart(request: waiter.request, timeout: waiter.timeout) { [weak self] outcome in
+                self?.streamEnded(waiter, outcome, on: id)
+            }
+            if let index = batches.firstIndex(where: { $0.0 === connection }) {
+                batches[index].1.append(start)
+            } else {
+                batches.append((connection, [start]))
+            }
+        }
+        for (connection, starts) in batches { connection.start(starts) }
         if actions.connect { connect() }
-    }
-
-    private func start(_ waiter: Waiter, on connection: HTTP2PoolConnection) {
-        let id = ObjectIdentifier(connection)
-        let result = connection.channel.eventLoop.makePromise(of: HTTP2StreamResult.self)
-        result.futureResult.whenSuccess { [weak self] outcome in self?.streamEnded(waiter, outcome, on: id) }
-        connection.start(waiter.request, timeout: waiter.timeout, promise: result) { [weak self] in self?.streamClosed(on: id) }
     }
 
     private func streamEnded(_ waiter: Waiter, _ result: HTTP2StreamResult, on id: ObjectIdentifier) {
@@ -257,30 +288,21 @@ public final class HTTP2ConnectionPool: Sendable {
                 guard !state.shutDown else { return Actions(failures: [(again, HTTP2Failure(.shutDown))]) }
                 state.waiters.prepend(again)
                 let actions = dispatch(&state)
-                if state.waiters.first?.id == again.id { scheduleExpiry(at: state.waiters.startIndex, &state) }
+                if state.waiters.first?.id == again.id { armExpiry(at: again.deadline, &state) }
                 return actions
             }
             run(actions)
         }
     }
 
-    /// A stream's channel closed: its slot is free (NIO counts it closed by now too).
-    private func streamClosed(on id: ObjectIdentifier) {
+    /// Streams closed: their slots are free (NIO counts them closed by now too).
+    private func streamsClosed(_ count: Int, on id: ObjectIdentifier) {
         let (actions, closing) = state.withLock { state -> (Actions, HTTP2PoolConnection?) in
-            state.slots[id]?.active -= 1
+            state.slots[id]?.active -= count
             return (dispatch(&state), state.drainedConnection(id))
         }
         closing?.close()
         run(actions)
-    }
-
-    private func expire(_ id: UInt64) {
-        let expired = state.withLock { state -> (Waiter, String)? in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
-            return (state.waiters.remove(at: index), state.summary)
-        }
-        guard let (waiter, summary) = expired else { return }
-        waiter.promise.fail(HTTP2Failure(.queueDeadline, cause: "no stream was free before the deadline", state: summary))
     }
 
     // MARK: Connections
@@ -293,7 +315,8 @@ public final class HTTP2ConnectionPool: Sendable {
                 self?.state.withLock { $0.slots[ObjectIdentifier(connection)] = Slot(connection: connection) }
             },
             onPing: observer.pingSent,
-            onEvent: { [weak self] id, event in self?.handle(event, on: id) }
+            onEvent: { [weak self] id, event in self?.handle(event, on: id) },
+            onStreamsClosed: { [weak self] id, count in self?.streamsClosed(count, on: id) }
         ).whenComplete { [weak self] result in
             switch result {
             case .success:
@@ -322,10 +345,7 @@ public final class HTTP2ConnectionPool: Sendable {
             defer { state.waiters.removeAll() }
             return (Array(state.waiters), Actions())
         }
-        for waiter in failed {
-            waiter.expiry?.cancel()
-            waiter.promise.fail(failure)
-        }
+        for waiter in failed { waiter.promise.fail(failure) }
         run(actions)
     }
 

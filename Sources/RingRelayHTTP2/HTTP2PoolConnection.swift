@@ -1,36 +1,30 @@
 import NIOCore
-import NIOHPACK
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
-import Synchronization
 
-/// One HTTP/2 connection of a pool: the channel, its stream multiplexer, and the connection-level
-/// frames the pool acts on (the peer's SETTINGS and GOAWAY).
+/// One HTTP/2 connection of a pool: the channel, and the table of its streams, which reports the
+/// connection-level frames the pool acts on (the peer's SETTINGS and GOAWAY).
 final class HTTP2PoolConnection: Sendable {
     /// What the connection reports to its pool, on its event loop.
     enum Event: Sendable {
         /// The peer's SETTINGS: its stream limit now (`nil` when the frame does not set it).
         case settings(maxConcurrentStreams: Int?)
-        /// The peer is going away; streams above `lastStreamID` were not processed.
+        /// The peer is going away (or this connection's stream ids ran out); streams above
+        /// `lastStreamID` were not processed.
         case goAway(lastStreamID: Int32)
-        /// The connection closed.
+        /// The connection closed (said by its stream table as it goes inactive, and again when
+        /// the channel's close completes; the pool acts on the first).
         case closed
     }
 
     let channel: any Channel
-    /// The last stream id of the peer's GOAWAY (`Int32.max` until one comes): streams above it
-    /// were not processed, however they end.
-    let goAwayLastStreamID = Atomic<Int32>(.max)
-    private let multiplexer: NIOHTTP2Handler.StreamMultiplexer
-    /// `host[:port]`, the `:authority` of every request.
-    private let authority: String
+    private let streams: NIOLoopBound<HTTP2StreamTable>
 
-    private init(channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer, authority: String) {
+    private init(channel: any Channel, streams: HTTP2StreamTable) {
         self.channel = channel
-        self.multiplexer = multiplexer
-        self.authority = authority
+        self.streams = NIOLoopBound(streams, eventLoop: channel.eventLoop)
     }
 
     /// Opens a connection: TCP, TLS with ALPN `h2`, the HTTP/2 preface. The future succeeds once
@@ -40,10 +34,12 @@ final class HTTP2PoolConnection: Sendable {
     /// The HTTP/2 handler is in the pipeline before the TLS handshake ends, so a server preface
     /// that arrives with the handshake's last flight is never missed. `onOpen` runs (on the event
     /// loop) before any frame is read, so the pool knows the connection when its SETTINGS come.
+    /// `onStreamsClosed` gives back the slots of streams NIO has closed.
     static func connect(
         to endpoint: HTTP2Endpoint, on loop: any EventLoop, connectTimeout: TimeAmount, keepAlive: TimeAmount?,
         onOpen: @escaping @Sendable (HTTP2PoolConnection) -> Void, onPing: @escaping @Sendable () -> Void,
-        onEvent: @escaping @Sendable (ObjectIdentifier, Event) -> Void
+        onEvent: @escaping @Sendable (ObjectIdentifier, Event) -> Void,
+        onStreamsClosed: @escaping @Sendable (ObjectIdentifier, Int) -> Void
     ) -> EventLoopFuture<HTTP2PoolConnection> {
         let (sslContext, serverName) = (endpoint.sslContext, endpoint.serverName)
         let ready = loop.makePromise(of: HTTP2PoolConnection.self)
@@ -63,22 +59,19 @@ final class HTTP2PoolConnection: Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
                     try sync.addHandler(ALPNCheck(readiness: readiness))
-                    let multiplexer = try sync.configureHTTP2Pipeline(
-                        mode: .client, connectionConfiguration: Self.connectionConfiguration, streamConfiguration: Self.streamConfiguration,
-                        inboundStreamInitializer: { stream in stream.close() })
-                    let connection = HTTP2PoolConnection(channel: channel, multiplexer: multiplexer, authority: endpoint.authority)
-                    readiness.connection = connection
-                    let id = ObjectIdentifier(connection)
                     try sync.addHandler(
-                        HTTP2ConnectionWatcher { event in
-                            switch event {
-                            case .settings: readiness.settle(.success(connection))
-                            case .goAway(let last): connection.goAwayLastStreamID.store(last, ordering: .relaxed)
-                            case .closed: break
-                            }
-                            onEvent(id, event)
-                        })
+                        NIOHTTP2Handler(mode: .client, connectionConfiguration: Self.connectionConfiguration, streamConfiguration: Self.streamConfiguration))
                     if let keepAlive { try HTTP2KeepAliveHandler.add(to: sync, idleTime: keepAlive, onPing: onPing) }
+                    let streams = HTTP2StreamTable(authority: endpoint.authority)
+                    let connection = HTTP2PoolConnection(channel: channel, streams: streams)
+                    let id = ObjectIdentifier(connection)
+                    streams.onEvent = { event in
+                        if case .settings = event { readiness.settle(.success(connection)) }
+                        onEvent(id, event)
+                    }
+                    streams.onStreamsClosed = { count in onStreamsClosed(id, count) }
+                    try sync.addHandler(streams)
+                    readiness.connection = connection
                     onOpen(connection)
                     channel.closeFuture.whenComplete { _ in
                         readiness.settle(.failure(ChannelError.ioOnClosedChannel))
@@ -122,37 +115,12 @@ final class HTTP2PoolConnection: Sendable {
         var description: String { "no HTTP/2 SETTINGS from the server within \(timeout.nanoseconds / 1_000_000) ms" }
     }
 
-    /// Opens a stream for `request` and completes `promise` with how it ended.
-    ///
-    /// `onClosed` runs when the stream's channel has closed (its slot is free then, in NIO's count too).
-    func start(
-        _ request: HTTP2Request, timeout: TimeAmount, promise: EventLoopPromise<HTTP2StreamResult>,
-        onClosed: @escaping @Sendable () -> Void
-    ) {
-        var fields = HPACKHeaders()
-        fields.reserveCapacity(request.headers.count + 4)
-        fields.add(name: ":method", value: request.method)
-        fields.add(name: ":scheme", value: "https")
-        fields.add(name: ":path", value: request.path)
-        fields.add(name: ":authority", value: authority)
-        for (name, value) in request.headers { fields.add(name: name, value: value) }
-        let (headers, body) = (fields, request.body)
-        multiplexer.createStreamChannel { stream in
-            stream.eventLoop.makeCompletedFuture {
-                try stream.pipeline.syncOperations.addHandler(
-                    HTTP2StreamHandler(
-                        headers: headers, body: body, timeout: timeout, promise: promise,
-                        notProcessed: { [weak self] id in Int32(Int(id)) > self?.goAwayLastStreamID.load(ordering: .relaxed) ?? .max }))
-            }
-        }.whenComplete { result in
-            switch result {
-            case .success(let stream):
-                stream.closeFuture.whenComplete { _ in onClosed() }
-            case .failure:
-                // The stream never opened, so nothing was sent: the pool may send it elsewhere.
-                promise.succeed(.refused)
-                onClosed()
-            }
+    /// Opens a stream for each request, in order; each one's `ended` says how its stream ended.
+    func start(_ starts: [HTTP2StreamStart]) {
+        if channel.eventLoop.inEventLoop {
+            streams.value.open(starts)
+        } else {
+            channel.eventLoop.execute { self.streams.value.open(starts) }
         }
     }
 
@@ -215,35 +183,6 @@ private final class ALPNCheck: ChannelInboundHandler {
 
 @available(*, unavailable)
 extension ALPNCheck: Sendable {}
-
-/// Reports the connection-level frames the pool acts on.
-private final class HTTP2ConnectionWatcher: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-
-    private let onEvent: (HTTP2PoolConnection.Event) -> Void
-
-    init(onEvent: @escaping (HTTP2PoolConnection.Event) -> Void) {
-        self.onEvent = onEvent
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data).payload {
-        case .settings(.settings(let settings)):
-            // NIO has applied (and acknowledged) these before passing them on.
-            let limit = settings.last { $0.parameter == .maxConcurrentStreams }?.value
-            onEvent(.settings(maxConcurrentStreams: limit))
-        case .goAway(let lastStreamID, _, _):
-            onEvent(.goAway(lastStreamID: Int32(Int(lastStreamID))))
-        default:
-            break
-        }
-        context.fireChannelRead(data)
-    }
-
-}
-
-@available(*, unavailable)
-extension HTTP2ConnectionWatcher: Sendable {}
 
 /// Sends an HTTP/2 PING when a connection has seen no traffic for a while, so idle connections
 /// stay open (Apple asks providers to keep connections for hours rather than reconnect per burst).

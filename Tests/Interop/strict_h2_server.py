@@ -100,8 +100,11 @@ class Request:
             self.kind = "other"
 
 
+ANSWER_PADDING = 0  # --answer-padding: trailing spaces after every JSON answer
+
+
 def json_answer(status, obj, extra_headers=()):
-    body = json.dumps(obj, separators=(",", ":")).encode()
+    body = json.dumps(obj, separators=(",", ":")).encode() + b" " * ANSWER_PADDING
     return status, [(":status", str(status)), ("content-type", "application/json"),
                     ("content-length", str(len(body))), *extra_headers], body
 
@@ -417,12 +420,20 @@ class StrictH2Connection(asyncio.Protocol):
             self.answered(req)
 
     def send_body(self, req):
+        """As much of the body as the client's windows allow, in frames of at most its
+        MAX_FRAME_SIZE; the rest waits for its WINDOW_UPDATE."""
         if self.closed or self.active.get(req.stream_id) is not req:
             return
-        if self.h2.local_flow_control_window(req.stream_id) < len(req.answer_body):
-            self.blocked.append(req)  # retried on WINDOW_UPDATE
-            return
-        self.h2.send_data(req.stream_id, req.answer_body, end_stream=True)
+        while True:
+            room = min(self.h2.local_flow_control_window(req.stream_id), self.h2.max_outbound_frame_size)
+            if req.answer_body and room <= 0:
+                self.blocked.append(req)  # retried on WINDOW_UPDATE
+                self.flush()
+                return
+            chunk, req.answer_body = req.answer_body[:room], req.answer_body[room:]
+            self.h2.send_data(req.stream_id, chunk, end_stream=not req.answer_body)
+            if not req.answer_body:
+                break
         self.answered(req)
 
     def answered(self, req):
@@ -499,10 +510,14 @@ def parse_args(argv=None):
     p.add_argument("--lower-after", type=int, default=60)
     p.add_argument("--expect-key-id", help="JWT header kid that APNs requests must carry")
     p.add_argument("--delay-ms", type=int, default=0, help="delay before answering each request")
+    p.add_argument("--answer-padding", type=int, default=0,
+                   help="trailing spaces after every JSON answer (answers bigger than the client's windows)")
     p.add_argument("--strict-preface", action="store_true",
                    help="enforce MAX_CONCURRENT_STREAMS=1 before the client has ACKed the first "
                         "SETTINGS (stricter than RFC 9113, which allows an early burst)")
     opts = p.parse_args(argv)
+    global ANSWER_PADDING
+    ANSWER_PADDING = opts.answer_padding
     if opts.scenario == "slow" and opts.delay_ms == 0:
         opts.delay_ms = 200
     return opts

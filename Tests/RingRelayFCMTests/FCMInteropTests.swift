@@ -17,6 +17,21 @@ import Testing
         let server = try await InteropServer.strict(
             scenario: scenario, arguments: ["--goaway-after", "40", "--refuse-every", "7", "--lower-after", "60"])
         defer { server.stop() }
+        try await sendEachOnce(count: 300, to: server)
+    }
+
+    /// Answers of 100,000 bytes each, more than a stream's receive window (65,535) and, together,
+    /// a hundred times the connection's: the server sends only what the client's windows allow, so
+    /// every answer completes only if the client gives both windows back as it reads.
+    @Test func answersLargerThanTheReceiveWindowsAreReadToTheirEnd() async throws {
+        let server = try await InteropServer.strict(scenario: "apns", arguments: ["--answer-padding", "100000"])
+        defer { server.stop() }
+        try await sendEachOnce(count: 60, to: server)
+    }
+
+    /// Sends `count` messages at once through one client and checks, at the server, that each was
+    /// processed exactly once and no connection rule was broken.
+    private func sendEachOnce(count: Int, to server: InteropServer) async throws {
         let oauth = try FCMSimulator()
         try await oauth.start()
         let directory = try TemporaryDirectory()
@@ -36,7 +51,7 @@ import Testing
         let credential = try FCMClientTests.credential(account)
 
         let outcomes = try await withThrowingTaskGroup(of: PushOutcome.self) { group in
-            for index in 0..<300 {
+            for index in 0..<count {
                 group.addTask {
                     let deadline = Date().addingTimeInterval(30)
                     let request = try FCMRequest(token: FCMClientTests.token(index), data: ["ringrelay": #"{"v":1}"#], expiresAt: deadline, now: Date())
@@ -50,10 +65,10 @@ import Testing
 
         let failed = outcomes.filter { $0.disposition != .delivered }
         #expect(failed.isEmpty, "not delivered: \(failed.prefix(3).map { "\($0.reason ?? "?") after \($0.attempts)" })")
-        #expect(Set(outcomes.compactMap(\.providerID)).count == 300)
-        let processed = await server.processedRequests(atLeast: 300)
-        #expect(processed.count == 300)
-        #expect(Set(processed).count == 300)
+        #expect(Set(outcomes.compactMap(\.providerID)).count == count)
+        let processed = await server.processedRequests(atLeast: count)
+        #expect(processed.count == count)
+        #expect(Set(processed).count == count)
         #expect(server.events().filter { $0.event == "violation" }.isEmpty)
     }
 }
