@@ -64,6 +64,18 @@ enum Fixtures {
         // Without bodySHA256 a JSON body cannot be verified.
         #expect(!TwilioSignature.isValid(signature: json["expected_signature"]!, url: "https://mycompany.com/myapp.php?foo=1&bar=2", body: body, form: nil, authToken: "12345"))
     }
+
+    /// `bodySHA256` is read from the query as Twilio's own validator reads it (Python's
+    /// `parse_qs`): `+` is a space, `%XX` a byte, the first of repeated names, nothing after `#`.
+    @Test func theBodyHashIsReadFromTheQueryAsTwiliosValidatorReadsIt() {
+        #expect(TwilioSignature.queryValue("bodySHA256", in: "https://h.example/p?a=1&bodySHA256=ab12") == "ab12")
+        #expect(TwilioSignature.queryValue("bodySHA256", in: "https://h.example/p?bodySHA256=AB%31%32&x") == "AB12")
+        #expect(TwilioSignature.queryValue("b", in: "https://h.example/p?b=x+y&b=z") == "x y")
+        #expect(TwilioSignature.queryValue("bodySHA256", in: "https://h.example/p?x=1") == nil)
+        #expect(TwilioSignature.queryValue("bodySHA256", in: "https://h.example/bodySHA256=ab") == nil)
+        #expect(TwilioSignature.queryValue("bodySHA256", in: "https://h.example/p?a=1#bodySHA256=ab") == nil)
+        #expect(TwilioSignature.queryValue("bodySHA2", in: "https://h.example/p?bodySHA256=ab") == nil)
+    }
 }
 
 @Suite struct TwilioFormTests {

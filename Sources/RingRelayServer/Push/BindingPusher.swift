@@ -80,32 +80,36 @@ struct BindingPusher: Sendable {
 
     /// Applies an outcome's disposition to the binding and the fault registry; returns the binding as it is now.
     func apply(_ outcome: PushOutcome, to binding: Binding, channel: PushChannel) async throws -> Binding {
-        var metadata: Logger.Metadata = [
-            "account.id": .string(binding.accountID), "binding.id": .string(binding.id), "push.channel": .string(channel.rawValue),
-            "push.outcome": .string(outcome.disposition.metricName), "push.attempts": .stringConvertible(outcome.attempts),
-        ]
-        if let reason = outcome.reason { metadata["push.reason"] = .string(reason) }
-        if let id = outcome.providerID { metadata["push.id"] = .string(id) }
+        // Built only for a line that is logged: a delivered push's is at debug level, off by default.
+        func metadata() -> Logger.Metadata {
+            var metadata: Logger.Metadata = [
+                "account.id": .string(binding.accountID), "binding.id": .string(binding.id), "push.channel": .string(channel.rawValue),
+                "push.outcome": .string(outcome.disposition.metricName), "push.attempts": .stringConvertible(outcome.attempts),
+            ]
+            if let reason = outcome.reason { metadata["push.reason"] = .string(reason) }
+            if let id = outcome.providerID { metadata["push.id"] = .string(id) }
+            return metadata
+        }
         switch outcome.disposition {
         case .delivered:
             faults.clear(accountID: binding.accountID, channel: channel)
-            logger.debug("push delivered", metadata: metadata)
+            logger.debug("push delivered", metadata: metadata())
         case .invalidateBinding:
             let updated = try await store.invalidateBinding(
                 id: binding.id, accountID: binding.accountID, reason: outcome.reason ?? "Invalid", at: clock.now,
                 invalidSince: outcome.invalidSince)
             if updated?.status == .invalid {
-                logger.info("binding invalidated", metadata: metadata)
+                logger.info("binding invalidated", metadata: metadata())
             } else {
-                logger.info("binding kept: token registered again after the push service's timestamp", metadata: metadata)
+                logger.info("binding kept: token registered again after the push service's timestamp", metadata: metadata())
             }
             return updated ?? binding
         case .fixConfiguration:
             if faults.report(accountID: binding.accountID, channel: channel, reason: outcome.reason ?? "Unknown", at: clock.now) {
-                logger.error("push credentials rejected; fix the account's credentials", metadata: metadata)
+                logger.error("push credentials rejected; fix the account's credentials", metadata: metadata())
             }
         case .retry, .drop:
-            logger.warning("push failed", metadata: metadata)
+            logger.warning("push failed", metadata: metadata())
         }
         return binding
     }
