@@ -78,6 +78,7 @@ final class HTTP2StreamTable: ChannelInboundHandler {
     /// Stream ids are used up: the connection takes no more streams.
     private var exhausted = false
     private var inactive = false
+    private var flushScheduled = false
     /// The last stream id of the peer's GOAWAY: streams above it were not processed, however they end.
     private var goAwayLastStreamID: HTTP2StreamID = .maxID
     /// One timer for every stream's timeout, at the earliest deadline of those waiting.
@@ -106,7 +107,18 @@ final class HTTP2StreamTable: ChannelInboundHandler {
             return
         }
         for start in starts { open(start, context: context) }
-        context.flush()
+        flushSoon(context: context)
+    }
+
+    /// Flushes once the event loop has run what it has queued: the streams that requests on this
+    /// loop open in the same turn (webhooks answered one after another) leave in one TLS write.
+    private func flushSoon(context: ChannelHandlerContext) {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            flushScheduled = false
+            self.context?.flush()
+        }
     }
 
     private func open(_ start: HTTP2StreamStart, context: ChannelHandlerContext) {
