@@ -2,13 +2,17 @@ extension Sequence<UInt8> {
     /// Lowercase hex, two digits per byte. `String(format:)` per byte is far slower on hot paths
     /// (every authenticated request hashes its API key; every webhook hashes its body).
     public var hexEncoded: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(underestimatedCount * 2)
-        for byte in self {
-            bytes.append(digits[Int(byte >> 4)])
-            bytes.append(digits[Int(byte & 0x0F)])
+        let bytes = Array(self)
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { text in
+            for (offset, byte) in bytes.enumerated() {
+                text[2 * offset] = Self.hexDigit(byte >> 4)
+                text[2 * offset + 1] = Self.hexDigit(byte & 0x0F)
+            }
+            return bytes.count * 2
         }
-        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 }

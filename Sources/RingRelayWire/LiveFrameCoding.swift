@@ -163,6 +163,14 @@ package struct JSONText {
     }
 
     package mutating func string(_ value: String) {
+        // Most strings (ids, names, kinds) need no escape: appended whole, in one piece.
+        var value = value
+        if !value.withUTF8({ $0.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") } }) {
+            text += "\""
+            text += value
+            text += "\""
+            return
+        }
         text += "\""
         var plainStart = value.utf8.startIndex
         var index = plainStart
@@ -209,15 +217,43 @@ package struct JSONText {
         let day = dayOfYear - (153 * monthIndex + 2) / 5 + 1
         let month = monthIndex < 10 ? monthIndex + 3 : monthIndex - 9
         let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        func two(_ value: Int64) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        let yearText = String(year)
-        text += "\"" + String(repeating: "0", count: max(0, 4 - yearText.count)) + yearText + "-" + two(month) + "-" + two(day)
-        text += "T" + two(secondOfDay / 3600) + ":" + two(secondOfDay / 60 % 60) + ":" + two(secondOfDay % 60)
-        if milliseconds {
-            let fraction = String(totalMilliseconds - seconds * 1000)
-            text += "." + String(repeating: "0", count: 3 - fraction.count) + fraction
+        // Written as bytes: a string per field cost more than the arithmetic (a date is in every
+        // delivery of every answer).
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        func digits(_ value: Int64, _ count: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<count { divisor *= 10 }
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value / divisor % 10))
+                divisor /= 10
+            }
         }
-        text += "Z\""
+        out.append(UInt8(ascii: "\""))
+        if (0...9999).contains(year) {
+            digits(year, 4)
+        } else {
+            let yearText = String(year)
+            out += repeatElement(UInt8(ascii: "0"), count: max(0, 4 - yearText.utf8.count))
+            out += yearText.utf8
+        }
+        out.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(secondOfDay / 3600, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay / 60 % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay % 60, 2)
+        if milliseconds {
+            out.append(UInt8(ascii: "."))
+            digits(totalMilliseconds - seconds * 1000, 3)
+        }
+        out.append(UInt8(ascii: "Z"))
+        out.append(UInt8(ascii: "\""))
+        text += String(decoding: out, as: UTF8.self)
     }
 
     package mutating func value(_ value: JSONValue) {

@@ -24,7 +24,8 @@ public enum TwilioSignature {
             suffix = formSuffix(form)
         } else {
             // A JSON body is covered by its hash, carried in the URL Twilio signed.
-            guard let expected = queryValue("bodySHA256", in: url), Secrets.constantTimeEqual(expected.lowercased(), sha256Hex(body))
+            // The hash is in the URL for all to see: no secret to compare in constant time.
+            guard let expected = queryValue("bodySHA256", in: url), expected.lowercased() == sha256Hex(body)
             else { return false }
         }
         func matches(_ candidate: String) -> Bool {
