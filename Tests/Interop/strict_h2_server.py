@@ -235,12 +235,12 @@ class StrictH2Connection(asyncio.Protocol):
             h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
         # initiate_connection() sends local_settings' *current* values; h2 then treats them as
         # in force.  Send MCS=1, then lift h2's own limit (see module docstring).
-        self.h2.local_settings = Settings(client=False, initial_values={**H2_SETTINGS_BASE, MCS: 1})
+        self.h2.local_settings = Settings(client=False, initial_values={**H2_SETTINGS_BASE, MCS: self.opts.initial_limit})
         self.h2.initiate_connection()
         self.h2.local_settings = Settings(client=False, initial_values={**H2_SETTINGS_BASE, MCS: 2**31 - 1})
-        self.sent_limits.append((1, self.read_no))
+        self.sent_limits.append((self.opts.initial_limit, self.read_no))
         if self.opts.strict_preface:
-            self.acked_limit = 1
+            self.acked_limit = self.opts.initial_limit
         self.flush()
 
     def flush(self):
@@ -504,6 +504,8 @@ def parse_args(argv=None):
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--log", help="append JSON-lines events to this file")
     p.add_argument("--scenario", default="apns", choices=sorted(SCENARIOS))
+    p.add_argument("--initial-limit", type=int, default=1,
+                   help="MAX_CONCURRENT_STREAMS of the first SETTINGS (APNs: 1 until the first answer)")
     p.add_argument("--raised-limit", type=int, default=500)
     p.add_argument("--goaway-after", type=int, default=40)
     p.add_argument("--refuse-every", type=int, default=7)

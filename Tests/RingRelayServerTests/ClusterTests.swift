@@ -72,7 +72,8 @@ import Testing
             let killed = servers.filter { !$0.isRunning }.count
             for server in servers where server.isRunning {
                 server.signal(SIGTERM)
-                #expect(try await server.waitForExit() == 0)
+                let status = try await server.waitForExit()
+                #expect(status == 0, "exit \(status); the instance's log ends: \(server.stderr.suffix(3000))")
                 #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
             }
             // A stopped instance leaves the directory at once (a killed one stays until it is found silent).
