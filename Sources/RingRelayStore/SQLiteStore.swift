@@ -650,6 +650,13 @@ extension SQLiteData {
 extension SQLiteStore {
     fileprivate static let callColumns = StoreSQL.callColumns
     private static let deliveryColumns = StoreSQL.deliveryColumns
+    /// Built once: the handle finds its prepared statement by this text on every call.
+    private static let insertCallSQL = """
+        INSERT INTO calls (\(callColumns)) VALUES (\(Array(repeating: "?", count: 25).joined(separator: ", ")))
+        ON CONFLICT DO NOTHING
+        -- ?2 is the account, ?5 the callee, as bound for the VALUES.
+        RETURNING \(busy(account: "?2", identity: "?5")) AS busy
+        """
 
     public func createCall(_ call: Call) async throws -> CallCreation {
         // Group commit: calls arriving while a round is written go in the next one, a transaction
@@ -683,14 +690,7 @@ extension SQLiteStore {
         // INSERT … ON CONFLICT DO NOTHING, then read back: the unique index decides which of two
         // concurrent deliveries of one notification rings. The same statement tells whether the
         // callee is in an accepted call (as callee, or as the caller of a native one).
-        let inserted = try connection.query(
-            """
-            INSERT INTO calls (\(Self.callColumns)) VALUES (\(Array(repeating: "?", count: 25).joined(separator: ", ")))
-            ON CONFLICT DO NOTHING
-            -- ?2 is the account, ?5 the callee, as bound for the VALUES.
-            RETURNING \(Self.busy(account: "?2", identity: "?5")) AS busy
-            """,
-            Self.binds(call))
+        let inserted = try connection.query(Self.insertCallSQL, Self.binds(call))
         if let row = inserted.first {
             var busy: Set<String> = row.column("busy")?.integer == 1 ? [call.callee] : []
             if let group = call.group {

@@ -211,15 +211,17 @@ public final class InteropServer: Sendable {
 
     /// Stops the server and removes its files.
     public func stop() {
-        // SIGTERM (nginx's fast shutdown; its worker goes with the master) now; the wait for the
-        // exit, SIGKILL after 5 s and the clean-up run on a thread of their own, so a test's
-        // `defer` never holds one of the few cooperative threads the other tests need.
-        let (process, directory) = (self.process, self.directory)
+        // SIGTERM (nginx's fast shutdown; its worker goes with the master) now, and the files go
+        // at once: a server still writing its log writes to an unlinked file, and a clean-up left
+        // to a thread would not run when the process (a bench, the test binary) exits first. The
+        // wait for the exit and SIGKILL after 5 s run on a thread of their own, so a test's `defer`
+        // never holds one of the few cooperative threads the other tests need.
+        let process = self.process
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
+        directory.remove()
         Thread.detachNewThread {
             for _ in 0..<250 where process.isRunning { usleep(20_000) }
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            directory.remove()
         }
     }
 
