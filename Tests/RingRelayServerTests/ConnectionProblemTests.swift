@@ -42,7 +42,7 @@ import Testing
         let phone = try PhoneProcessTests.Phone(["--server", url, "--token", "not.a.token"], directory: directory.path)
         defer { phone.process.signal(SIGKILL) }
         let deadline = ContinuousClock.now + .seconds(60)
-        while phone.events.count { $0["event"] == "disconnected" } < 3, ContinuousClock.now < deadline, phone.process.isRunning {
+        while phone.events.count(where: { $0["event"] == "disconnected" }) < 3, ContinuousClock.now < deadline, phone.process.isRunning {
             try await Task.sleep(for: .milliseconds(50))
         }
         let retries = phone.events.filter { $0["event"] == "disconnected" }

@@ -224,7 +224,7 @@ import Testing
             let intoFolder = words.last!.hasSuffix("/") || destination.isEmpty
             return words.dropLast().map { source in
                 var isFolder: ObjCBool = false
-                FileManager.default.fileExists(atPath: repository.appendingPathComponent(source).path, isDirectory: &isFolder)
+                _ = FileManager.default.fileExists(atPath: repository.appendingPathComponent(source).path, isDirectory: &isFolder)
                 let name = URL(fileURLWithPath: source).lastPathComponent
                 let lands = isFolder.boolValue || !intoFolder ? destination : destination.isEmpty ? name : "\(destination)/\(name)"
                 return (relativePath(source), lands)

@@ -51,8 +51,8 @@ import Testing
     private static func streamTimestamp(at second: time_t) -> String {
         var seconds = second
         var buffer = [CChar](repeating: 0, count: 255)
-        strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S%z", localtime(&seconds))
-        return String(cString: buffer)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S%z", localtime(&seconds))
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Errors logged with a line become metadata, as StreamLogHandler writes them.

@@ -25,7 +25,7 @@ import Testing
             let b2 = try await world.binding("apns_alert", token: apnsToken(seed: 2), device: "b2")
             _ = try await world.binding("apns_voip", token: apnsToken(seed: 22), device: "b2")
             let b3 = try await world.binding("fcm", token: FCMTestPushTests.fcmToken(3), device: "b3")
-            let b4 = try await world.binding("apns_alert", token: apnsToken(seed: 4), device: "b4")
+            _ = try await world.binding("apns_alert", token: apnsToken(seed: 4), device: "b4")
             _ = try await world.binding("fcm", token: FCMTestPushTests.fcmToken(4), device: "b4")
             let b1 = try await LiveDevice.connect(
                 port: world.port, token: try await world.client.accessToken(identity: "bob", deviceID: "b1", key: world.key))
