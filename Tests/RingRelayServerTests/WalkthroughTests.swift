@@ -134,7 +134,9 @@ final class WalkthroughRun: Sendable {
             try shim.write(toFile: "\(shims)/\(name)", atomically: true, encoding: .utf8)
             try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: "\(shims)/\(name)")
         }
-        FileManager.default.createFile(atPath: harness + "/argv.log", contents: nil)
+        guard FileManager.default.createFile(atPath: harness + "/argv.log", contents: nil) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: harness + "/argv.log"])
+        }
         environment = ["PATH": "\(shims):\(path)"]
         serverEnvironment = environment.merging(["RINGRELAY_PORT": "\(serverPort)"]) { $1 }
         // Foundation starts a child in a process group of its own; the shell's background jobs

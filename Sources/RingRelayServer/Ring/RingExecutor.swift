@@ -83,7 +83,7 @@ final class RingExecutor: Sendable {
             call: call, callee: callee, content: content, calleeBusy: calleeBusy, remote: remote, fallbacks: plan.fallbacks, logger: logger)
         let (answers, continuation) = AsyncStream.makeStream(of: Delivery.self)
         for live in plan.live { start(.live(live), of: ring, answering: continuation) }
-        for push in plan.pushes { start(.push(push), of: ring, answering: continuation) }
+        startPushes(plan.pushes, of: ring, answering: continuation)
         let expected = plan.count
         var answered: [String: Delivery] = [:]
         if waitAtMost > .zero {
@@ -130,9 +130,39 @@ final class RingExecutor: Sendable {
     /// How many deliveries are still in flight.
     var inFlightCount: Int { inFlight.withLock { $0.count } }
 
+    /// Starts a ring's pushes. A task starts on the event loop that creates it, and runs there up
+    /// to its first wait (its push handed to the connection), so a large ring's pushes are started
+    /// from every event loop, a share each, rather than all from the caller's.
+    private func startPushes(_ pushes: [RingPlan.Push], of ring: Ring, answering continuation: AsyncStream<Delivery>.Continuation) {
+        let others = pushes.count >= Self.spreadRing ? Self.loops.filter { !$0.inEventLoop } : []
+        guard !others.isEmpty else {
+            for push in pushes { start(.push(push), of: ring, answering: continuation) }
+            return
+        }
+        let share = (pushes.count + others.count) / (others.count + 1)
+        for (index, loop) in others.enumerated() {
+            let part = pushes[min(pushes.count, (index + 1) * share)..<min(pushes.count, (index + 2) * share)]
+            guard !part.isEmpty else { continue }
+            // Counted now, so a drain that starts before the loop gets to them still waits for them.
+            inFlight.withLock { $0.count += part.count }
+            loop.execute {
+                for push in part { self.start(.push(push), of: ring, answering: continuation, counted: true) }
+            }
+        }
+        for push in pushes.prefix(share) { start(.push(push), of: ring, answering: continuation) }
+    }
+
+    /// From this many pushes, a ring's pushes are started from every event loop (``startPushes(_:of:answering:)``).
+    static let spreadRing = 64
+
+    /// The event loops tasks run on (see `EventLoopGlobalExecutor`).
+    private static let loops = Array(MultiThreadedEventLoopGroup.singleton.makeIterator())
+
     /// Runs one delivery as a counted task: rings, records the answer, reports it.
-    private func start(_ step: Step, of ring: Ring, answering continuation: AsyncStream<Delivery>.Continuation) {
-        counted {
+    ///
+    /// - Parameter counted: the caller has counted it in flight already.
+    private func start(_ step: Step, of ring: Ring, answering continuation: AsyncStream<Delivery>.Continuation, counted: Bool = false) {
+        self.counted(precounted: counted) {
             let answered: Delivery
             switch step {
             case .live(let live): answered = await self.ringLive(live, of: ring)
@@ -145,8 +175,8 @@ final class RingExecutor: Sendable {
 
     /// Runs `work` as a task a drain waits for. Counted before the task exists, so a drain never
     /// misses it; the lock is held only for the count, never while a task is created or runs.
-    private func counted(_ work: @escaping @Sendable () async -> Void) {
-        inFlight.withLock { $0.count += 1 }
+    private func counted(precounted: Bool = false, _ work: @escaping @Sendable () async -> Void) {
+        if !precounted { inFlight.withLock { $0.count += 1 } }
         Task {
             await work()
             self.finished()
