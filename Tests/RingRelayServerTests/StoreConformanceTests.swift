@@ -521,6 +521,10 @@ import Testing
                 group.addTask { store.recordDeliveries(Array(planned[slice..<slice + 50])) }
             }
         }
+        // A record whose call is gone, among many: refused alone, its neighbours written.
+        store.recordDeliveries([
+            Delivery(id: ResourceID.make(ResourceID.delivery), callID: "call_gone_early", bindingID: nil, channel: .apns, kind: "voip", createdAt: now)
+        ])
         let answered = planned.prefix(100).map {
             $0.completed(
                 with: PushOutcome(disposition: .delivered, status: 200, reason: nil, providerID: "p", latency: .milliseconds(3), attempts: 1),
@@ -545,6 +549,7 @@ import Testing
         #expect(after.count == 451)
         #expect(after.contains { $0.id == last.id })
         #expect(try await reopened.deliveries(callID: "call_gone").isEmpty)
+        #expect(try await reopened.deliveries(callID: "call_gone_early").isEmpty)
         try await reopened.close()
     }
 
