@@ -55,7 +55,8 @@ import Testing
     /// sees the new credential (the read in flight may still answer its own waiters with the old).
     @Test func aLookupAfterAnInvalidationDoesNotJoinAnOlderRead() async throws {
         let store = CountingStore(delay: .milliseconds(300))
-        let cache = CredentialCache(store: store)
+        // A lifetime no loaded machine outlasts: the reads counted are the invalidation's, never an expiry's.
+        let cache = CredentialCache(store: store, lifetime: .seconds(600))
         let before = Task { try await cache.credential(.twilio, accountID: "acc_1") }
         while store.reads.load(ordering: .relaxed) == 0 { try await Task.sleep(for: .milliseconds(5)) }
         let replacement = Credential.twilio(TwilioCredential(accountSID: "AC0001", authToken: "second-token"))
@@ -83,7 +84,9 @@ import Testing
             func deleteCredential(kind: CredentialKind, accountID: String) async throws -> Bool { false }
         }
         let store = FailingOnce()
-        let cache = CredentialCache(store: store)
+        // The second read's answer must be the one the third lookup finds, however late it runs
+        // (5 s passed between two lookups in a suite run with every test at once).
+        let cache = CredentialCache(store: store, lifetime: .seconds(600))
         await #expect(throws: Unreachable.self) { try await cache.credential(.apns, accountID: "acc_1") }
         #expect(try await cache.credential(.apns, accountID: "acc_1") == nil)
         #expect(try await cache.credential(.apns, accountID: "acc_1") == nil)
