@@ -73,23 +73,13 @@ import Testing
             for server in servers where server.isRunning {
                 server.signal(SIGTERM)
                 let status = try await server.waitForExit()
-                #expect(status == 0, "exit \(status); the instance's log: \(ClusterTests.crashReport(in: server.stderr))")
+                #expect(status == 0, "exit \(status); the instance's log: \(server.crashReport)")
                 #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
             }
             // A stopped instance leaves the directory at once (a killed one stays until it is found silent).
             let left = try await cluster.query("SELECT COUNT(*)::bigint FROM cluster_instances", database: database)
             #expect(left == killed)
         }
-    }
-
-    /// A crash's report from its first line (Swift's backtracer prints the cause first and the
-    /// registers last), or the end of the log when nothing crashed.
-    static func crashReport(in log: String) -> String {
-        guard let start = ["*** ", "Fatal error", "Program crashed"].compactMap({ log.range(of: $0)?.lowerBound }).min() else {
-            return String(log.suffix(3000))
-        }
-        let from = log.index(start, offsetBy: -1500, limitedBy: log.startIndex) ?? log.startIndex
-        return String(log[from...].prefix(6000))
     }
 
     @Test func noticesReachTheOtherInstancesAndAGapIsResynchronized() async throws {

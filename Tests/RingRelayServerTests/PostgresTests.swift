@@ -298,7 +298,7 @@ extension PostgresStoreTests {
         try await body(cluster, base, key)
         server.signal(SIGTERM)
         let status = try await server.waitForExit()
-        #expect(status == 0, "exit \(status); the server's log: \(ClusterTests.crashReport(in: server.stderr))")
+        #expect(status == 0, "exit \(status); the server's log: \(server.crashReport)")
         #expect(!server.stderr.contains(PostgresTestCluster.password), "the database password reached the log")
     }
 }

@@ -105,6 +105,17 @@ final class ServerProcess: Sendable {
         return process.terminationStatus
     }
 
+    /// Its standard error from a crash report's first line (Swift's backtracer prints the cause
+    /// first and the registers last), or the last 3,000 characters when nothing crashed.
+    var crashReport: String {
+        let log = stderr
+        guard let start = ["*** ", "Fatal error", "Program crashed"].compactMap({ log.range(of: $0)?.lowerBound }).min() else {
+            return String(log.suffix(3000))
+        }
+        let from = log.index(start, offsetBy: -1500, limitedBy: log.startIndex) ?? log.startIndex
+        return String(log[from...].prefix(6000))
+    }
+
     /// Runs `ringrelay` (or another `executable`) to completion and returns its status and output.
     static func run(
         _ arguments: [String], directory: String, environment: [String: String] = [:], executable: URL = ServerProcess.binary

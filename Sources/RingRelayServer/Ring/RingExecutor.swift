@@ -146,7 +146,7 @@ final class RingExecutor: Sendable {
             // Counted now, so a drain that starts before the loop gets to them still waits for them.
             inFlight.withLock { $0.count += part.count }
             loop.execute {
-                for push in part { self.start(.push(push), of: ring, answering: continuation, counted: true) }
+                for push in part { self.start(.push(push), of: ring, answering: continuation, precounted: true) }
             }
         }
         for push in pushes.prefix(share) { start(.push(push), of: ring, answering: continuation) }
@@ -160,9 +160,9 @@ final class RingExecutor: Sendable {
 
     /// Runs one delivery as a counted task: rings, records the answer, reports it.
     ///
-    /// - Parameter counted: the caller has counted it in flight already.
-    private func start(_ step: Step, of ring: Ring, answering continuation: AsyncStream<Delivery>.Continuation, counted: Bool = false) {
-        self.counted(precounted: counted) {
+    /// - Parameter precounted: the caller has counted it in flight already.
+    private func start(_ step: Step, of ring: Ring, answering continuation: AsyncStream<Delivery>.Continuation, precounted: Bool = false) {
+        counted(precounted: precounted) {
             let answered: Delivery
             switch step {
             case .live(let live): answered = await self.ringLive(live, of: ring)
