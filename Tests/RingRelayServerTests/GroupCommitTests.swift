@@ -1,0 +1,98 @@
+import Foundation
+import NIOCore
+import NIOPosix
+@testable import RingRelayStore
+import Synchronization
+import Testing
+
+/// The store's group commit: rounds of everyone who came while the last was written, each waiter
+/// answered with its own result, from its own event loop.
+@Suite struct GroupCommitTests {
+    /// A gate a write waits at until the test opens it.
+    private final class Gate: Sendable {
+        private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+
+        func wait() async {
+            await withCheckedContinuation { continuation in
+                let open = state.withLock { state in
+                    if !state.open { state.waiting.append(continuation) }
+                    return state.open
+                }
+                if open { continuation.resume() }
+            }
+        }
+
+        func open() {
+            for waiter in state.withLock({ state in
+                state.open = true
+                defer { state.waiting = [] }
+                return state.waiting
+            }) { waiter.resume() }
+        }
+    }
+
+    @Test func whoeverComesDuringARoundIsWrittenInTheNextTogether() async throws {
+        let commit = GroupCommit<Int, Int>()
+        let gate = Gate()
+        let rounds = Mutex<[[Int]]>([])
+        let write: GroupCommit<Int, Int>.Write = { items in
+            rounds.withLock { $0.append(items) }
+            if items == [0] { await gate.wait() }
+            return items.map { $0 == 3 ? .failure(CancellationError()) : .success($0 * 10) }
+        }
+        async let first = commit.submit(0, write: write)
+        while rounds.withLock({ $0.isEmpty }) { await Task.yield() }
+        let later = Task {
+            try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                for item in 1...4 { group.addTask { (item, (try? await commit.submit(item, write: write)) ?? -1) } }
+                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+        }
+        // All four queue behind the first round.
+        while commit.waitingCount < 4 { try await Task.sleep(for: .milliseconds(5)) }
+        gate.open()
+        #expect(try await first == 0)
+        let results = try await later.value
+        #expect(results == [1: 10, 2: 20, 3: -1, 4: 40], "each its own result; one item's failure is its own")
+        #expect(rounds.withLock { $0.count } == 2)
+        #expect(rounds.withLock { $0.last.map(Set.init) } == [1, 2, 3, 4])
+    }
+
+    @Test func aWaiterGoesOnFromTheEventLoopItCameFrom() async throws {
+        // Under `EventLoopGlobalExecutor` a task continues where it is resumed: a waiter resumed
+        // by the round's writer would go on on the writer's loop. So it is resumed from its own,
+        // here a loop the test keeps busy: until that loop is free, the waiter is not answered.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let home = group.next()
+        let commit = GroupCommit<Int, Int>(currentLoop: { home })
+        let gate = Gate()
+        let started = Mutex(false)
+        let write: GroupCommit<Int, Int>.Write = { items in
+            if items == [0] {
+                started.withLock { $0 = true }
+                await gate.wait()
+            }
+            return items.map { .success($0) }
+        }
+        async let first = commit.submit(0, write: write)
+        while !started.withLock({ $0 }) { await Task.yield() }
+        let answered = Mutex(false)
+        let waiter = Task {
+            let result = try await commit.submit(1, write: write)
+            answered.withLock { $0 = true }
+            return result
+        }
+        while commit.waitingCount < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        // The home loop is busy until `free` is signalled.
+        let free = DispatchSemaphore(value: 0)
+        let busy = home.submit { free.wait() }
+        gate.open()
+        #expect(try await first == 0)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(!answered.withLock { $0 }, "answered while its event loop was busy: not resumed from there")
+        free.signal()
+        try await busy.get()
+        #expect(try await waiter.value == 1)
+        try await group.shutdownGracefully()
+    }
+}
