@@ -1,5 +1,6 @@
 import Foundation
 import RingRelayKit
+import RingRelayTesting
 import RingRelayWire
 import Synchronization
 import Testing

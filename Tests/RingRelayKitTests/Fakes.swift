@@ -36,31 +36,6 @@ final class FakeHTTP: HTTPTransport {
     }
 }
 
-/// A one-shot signal a test opens to let a suspended fake answer.
-final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = state.withLock { state in
-                if state.open { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-
-    func open() {
-        let waiters = state.withLock { state in
-            state.open = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-}
-
 /// A WebSocket server the test drives by hand.
 final class FakeLiveTransport: LiveTransport {
     struct Attempt: Sendable {

@@ -2,35 +2,13 @@ import Foundation
 import NIOCore
 import NIOPosix
 @testable import RingRelayStore
+import RingRelayTesting
 import Synchronization
 import Testing
 
 /// The store's group commit: rounds of everyone who came while the last was written, each waiter
 /// answered with its own result, from its own event loop.
 @Suite struct GroupCommitTests {
-    /// A gate a write waits at until the test opens it.
-    private final class Gate: Sendable {
-        private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
-
-        func wait() async {
-            await withCheckedContinuation { continuation in
-                let open = state.withLock { state in
-                    if !state.open { state.waiting.append(continuation) }
-                    return state.open
-                }
-                if open { continuation.resume() }
-            }
-        }
-
-        func open() {
-            for waiter in state.withLock({ state in
-                state.open = true
-                defer { state.waiting = [] }
-                return state.waiting
-            }) { waiter.resume() }
-        }
-    }
-
     @Test func whoeverComesDuringARoundIsWrittenInTheNextTogether() async throws {
         let commit = GroupCommit<Int, Int>()
         let gate = Gate()
