@@ -6,6 +6,7 @@ import NIOCore
 import NIOFoundationEssentialsCompat
 import NIOHTTP1
 import RingRelayCore
+import RingRelayServer
 import RingRelayTesting
 import RingRelayWire
 import Synchronization
@@ -52,6 +53,10 @@ extension BenchCommand {
         }
 
         func run() async throws {
+            // The open loop sends from this process, on the same two cores as the server: its
+            // tasks run on NIO's event loops as the server's do, not on a pool of their own that
+            // every request hopped to and back (that made the load cost ~460 µs a webhook here).
+            EventLoopGlobalExecutor.install()
             let directory = try TemporaryDirectory(prefix: "ringrelay-bench-webhooks")
             defer { directory.remove() }
             let arrivals = Arrivals()
@@ -150,19 +155,35 @@ extension BenchCommand {
         /// --rate webhooks a second for --duration seconds from this process.
         private func measureOpenLoop(webhook: WebhookSender, arrivals: Arrivals) async throws -> WebhookBenchResult {
             let calleeCount = callees
-            let load = LoadGenerator(count: rate * duration, concurrency: .max, rate: rate)
-            let (elapsed, responses) = try await load.run { index in
-                let messageID = "WB\(index)"
-                arrivals.sent(messageID)
-                return await webhook.send(messageID: messageID, callee: "user-\(index % calleeCount)") == 200
+            // Signed and serialized before the clock starts, as wrk's are, and sent as bytes: the
+            // load runs on the same two cores as the server, and AsyncHTTPClient cost ~360 µs of
+            // them a webhook.
+            guard let url = URL(string: webhook.base), let host = url.host, let port = url.port else {
+                throw ValidationError("Cannot read the server's address from \(webhook.base).")
             }
+            let count = rate * duration
+            let requests = (0..<count).map { index in
+                let signed = webhook.signed(messageID: "WB\(index)", callee: "user-\(index % calleeCount)")
+                return ByteBuffer(
+                    string: "POST \(signed.path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
+                        + "X-Twilio-Signature: \(signed.signature)\r\nContent-Length: \(signed.body.utf8.count)\r\n\r\n\(signed.body)")
+            }
+            // Push arrivals are timed only at the simulator (nginx's log has no send times).
+            let timesPushes = apns == .simulator
+            let load = OpenLoopHTTP1Load(host: host, port: port, requests: requests, rate: rate) { index in
+                if timesPushes { arrivals.sent("WB\(index)") }
+            }
+            let loadCPUBefore = ProcessMemory.cpuSeconds(pid: getpid()) ?? 0
+            let (elapsed, responses) = try await load.run()
+            let loadCPU = (ProcessMemory.cpuSeconds(pid: getpid()) ?? 0) - loadCPUBefore
             let sorted = responses.sorted
             return WebhookBenchResult(
-                apns: apns.rawValue, load: "open loop at \(rate)/s", webhooks: load.count, failures: responses.failures.withLock { $0 },
-                seconds: elapsed.timeInterval, webhooksPerSecond: Double(load.count) / elapsed.timeInterval,
+                apns: apns.rawValue, load: "open loop at \(rate)/s", webhooks: count, failures: responses.failures.withLock { $0 },
+                seconds: elapsed.timeInterval, webhooksPerSecond: Double(count) / elapsed.timeInterval,
                 responseP50Ms: percentileMs(sorted, 0.50), responseP99Ms: percentileMs(sorted, 0.99),
                 responseMaxMs: (sorted.last ?? .zero).timeInterval * 1000,
-                responseP99By10sMs: responses.windowPercentilesMs(0.99, windowsOf: rate * 10))
+                responseP99By10sMs: responses.windowPercentilesMs(0.99, windowsOf: rate * 10),
+                loadCPUMicrosecondsPerWebhook: loadCPU * 1e6 / Double(count))
         }
 
         /// --count pre-signed webhooks from wrk, closed loop over --connections; timed by the
@@ -246,7 +267,11 @@ struct WebhookSender: Sendable {
 
     /// Posts one notification; returns the HTTP status (0 when the request failed).
     func send(messageID: String, callee: String) async -> Int {
-        let signed = signed(messageID: messageID, callee: callee)
+        await send(signed(messageID: messageID, callee: callee))
+    }
+
+    /// Posts a notification signed before; returns the HTTP status (0 when the request failed).
+    func send(_ signed: (path: String, signature: String, body: String)) async -> Int {
         var request = HTTPClientRequest(url: base + signed.path)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -304,6 +329,8 @@ struct WebhookBenchResult: Codable {
     var responseMaxMs: Double
     /// Open loop: the response p99 of each 10 s of the run, in order (rings time out from the 45th second).
     var responseP99By10sMs: [Double]? = nil
+    /// Open loop: this process's own CPU per webhook while sending, on the same cores as the server.
+    var loadCPUMicrosecondsPerWebhook: Double? = nil
     var pushesArrived = 0
     /// Pushes the endpoint received more than once (nginx, by apns-id).
     var duplicates: Int?
@@ -331,6 +358,9 @@ struct WebhookBenchResult: Codable {
             lines.append("p99 by 10 s  \(windows.map { String(format: "%.1f", $0) }.joined(separator: ", ")) ms")
         }
         lines.append("server CPU   \(serverCPUMicrosecondsPerWebhook.map { String(format: "%.0f µs a webhook", $0) } ?? "unknown")")
+        if let loadCPUMicrosecondsPerWebhook {
+            lines.append("load CPU     \(String(format: "%.0f µs a webhook", loadCPUMicrosecondsPerWebhook)) (this process, sending)")
+        }
         lines.append(
             "server RSS   \(serverPeakRSSMiB.map { String(format: "%.0f MiB peak", $0) } ?? "unknown"); allocator \(serverAllocator ?? "unknown")")
         return lines.joined(separator: "\n")

@@ -736,6 +736,11 @@ import Testing
             #expect(run.status == 0, "\(arguments): \(run.stderr)")
             let result = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
             #expect(result?["failures"] as? Int == 0, "\(arguments): \(run.stdout)")
+            if arguments[1] == "webhooks" {
+                // The open loop's 20 webhooks, each timed from its send to its push at the simulator.
+                #expect(result?["pushesArrived"] as? Int == 20, "\(run.stdout)")
+                #expect(result?["loadCPUMicrosecondsPerWebhook"] is Double, "\(run.stdout)")
+            }
             if arguments.contains("--sealed-boxes") {
                 // Every other call was sealed, and each of those rang its device with its box.
                 #expect(result?["sealedRings"] as? Int == 10, "\(run.stdout)")
