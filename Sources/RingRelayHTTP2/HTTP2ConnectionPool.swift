@@ -13,6 +13,11 @@ import Synchronization
 ///   connection opens, up to ``Configuration-swift.struct/maxConnections`` — but only once each
 ///   connection has answered and is full at a limit above one, since APNs allows one stream until
 ///   its first answer and would otherwise be sent a burst of connections at start.
+/// - **A connection on the caller's event loop.** A request sent from an event loop goes over a
+///   connection of that loop when one has room, so its stream opens and its answer arrives with
+///   no hop between threads. Once a connection has answered, a request from a loop that has none
+///   opens one there (it is sent over another meanwhile), up to one per loop within
+///   ``Configuration-swift.struct/maxConnections``.
 /// - **Exactly once.** A stream the server did not process (`REFUSED_STREAM`, above a GOAWAY's
 ///   last stream id, or never opened) is sent again at once on a connection with room; a
 ///   connection that sends GOAWAY takes no new streams and is replaced. A request that may have
@@ -65,6 +70,8 @@ public final class HTTP2ConnectionPool: Sendable {
 
     private struct Waiter {
         var id: UInt64
+        /// The event loop the request was sent from; `nil` when not from one of the group's.
+        var home: (any EventLoop)?
         var request: HTTP2Request
         var timeout: TimeAmount
         var deadline: NIODeadline
@@ -82,6 +89,8 @@ public final class HTTP2ConnectionPool: Sendable {
         /// Whether a stream on it has been answered (APNs raises its limit after the first).
         var answered = false
 
+        func isOn(_ loop: any EventLoop) -> Bool { connection.channel.eventLoop === loop }
+
         var hasRoom: Bool { ready && !goingAway && active < limit }
         /// Going away with no stream left: time to close it.
         var isDrained: Bool { goingAway && active == 0 }
@@ -90,6 +99,8 @@ public final class HTTP2ConnectionPool: Sendable {
     private struct State {
         var slots: [ObjectIdentifier: Slot] = [:]
         var connecting = 0
+        /// After a connection for a loop of its own failed to open: none is tried again before this.
+        var homeConnectsPausedUntil = NIODeadline.uptimeNanoseconds(0)
         var waiters = CircularBuffer<Waiter>()
         var nextID: UInt64 = 0
         var shutDown = false
@@ -116,24 +127,46 @@ public final class HTTP2ConnectionPool: Sendable {
     private struct Actions {
         var starts: [(Waiter, HTTP2PoolConnection)] = []
         var failures: [(Waiter, HTTP2Failure)] = []
-        var connect = false
+        /// Open a connection: on this loop, or on the group's next when `nil`.
+        var connect: (on: (any EventLoop)?, home: Bool)?
     }
 
     private let endpoint: HTTP2Endpoint
     private let configuration: Configuration
     private let observer: Observer
     private let group: any EventLoopGroup
+    /// Connections opened at most for requests' own event loops: one per loop, within the cap.
+    private let homeConnections: Int
+    /// The event loop the caller runs on, when it is one of the group's.
+    private let currentLoop: @Sendable () -> (any EventLoop)?
     private let state = Mutex(State())
 
     /// Creates a pool; connections open on first use.
-    public init(
+    public convenience init(
         endpoint: HTTP2Endpoint, configuration: Configuration = .init(), observer: Observer = .init(),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) {
+        self.init(endpoint: endpoint, configuration: configuration, observer: observer, group: group, currentLoop: nil)
+    }
+
+    /// - Parameter currentLoop: the event loop a request is sent from; by default the calling
+    ///   thread's, when it is one of the group's loops (tests name one).
+    init(
+        endpoint: HTTP2Endpoint, configuration: Configuration = .init(), observer: Observer = .init(), group: any EventLoopGroup,
+        currentLoop: (@Sendable () -> (any EventLoop)?)?
     ) {
         self.endpoint = endpoint
         self.configuration = configuration
         self.observer = observer
         self.group = group
+        var loops: [ObjectIdentifier] = []
+        for loop in group.makeIterator() { loops.append(ObjectIdentifier(loop)) }
+        homeConnections = min(loops.count, configuration.maxConnections)
+        self.currentLoop =
+            currentLoop ?? { [loops] in
+                guard let loop = MultiThreadedEventLoopGroup.currentEventLoop, loops.contains(ObjectIdentifier(loop)) else { return nil }
+                return loop
+            }
     }
 
     /// Sends `request` and waits for the complete answer.
@@ -143,10 +176,12 @@ public final class HTTP2ConnectionPool: Sendable {
     ///   - deadline: no stream opens after this; a request still queued then fails with ``HTTP2Failure/Kind-swift.enum/queueDeadline``.
     /// - Throws: ``HTTP2Failure``, which says whether the server may have processed the request.
     public func send(_ request: HTTP2Request, timeout: TimeAmount, deadline: NIODeadline) async throws(HTTP2Failure) -> HTTP2Response {
-        let promise = group.any().makePromise(of: HTTP2Response.self)
+        let home = currentLoop()
+        let promise = (home ?? group.any()).makePromise(of: HTTP2Response.self)
         let actions = state.withLock { state -> Actions in
             state.nextID &+= 1
-            let waiter = Waiter(id: state.nextID, request: request, timeout: timeout, deadline: deadline, refusals: 0, promise: promise)
+            let waiter = Waiter(
+                id: state.nextID, home: home, request: request, timeout: timeout, deadline: deadline, refusals: 0, promise: promise)
             guard !state.shutDown else { return Actions(failures: [(waiter, HTTP2Failure(.shutDown))]) }
             guard deadline > .now() else {
                 return Actions(failures: [(waiter, HTTP2Failure(.queueDeadline, detail: "the deadline had passed before the request reached the pool"))])
@@ -188,32 +223,51 @@ public final class HTTP2ConnectionPool: Sendable {
     /// connection is needed. Call with the lock held; run the result with ``run(_:)`` after.
     private func dispatch(_ state: inout State) -> Actions {
         var actions = Actions()
-        while !state.waiters.isEmpty {
-            // The connection with the most room, so load spreads over connections (and event loops).
-            var best: (key: ObjectIdentifier, room: Int)?
-            for (key, slot) in state.slots where slot.hasRoom {
-                let room = slot.limit - slot.active
-                if room > best?.room ?? 0 { best = (key, room) }
-            }
-            guard let best else { break }
-            let waiter = state.waiters.removeFirst()
+        var homeless: (any EventLoop)?
+        while let waiter = state.waiters.first {
+            guard let key = Self.connection(for: waiter, in: state.slots) else { break }
+            state.waiters.removeFirst()
             if waiter.deadline < .now() {
                 actions.failures.append((waiter, HTTP2Failure(.queueDeadline, cause: "the deadline passed in the queue", state: state.summary)))
                 continue
             }
-            state.slots[best.key]!.active += 1
-            actions.starts.append((waiter, state.slots[best.key]!.connection))
+            state.slots[key]!.active += 1
+            let connection = state.slots[key]!.connection
+            if let home = waiter.home, connection.channel.eventLoop !== home { homeless = homeless ?? home }
+            actions.starts.append((waiter, connection))
         }
-        guard !state.waiters.isEmpty, !state.shutDown, state.connecting == 0 else { return actions }
+        guard !state.shutDown, state.connecting == 0 else { return actions }
         let usable = state.slots.values.filter { !$0.goingAway }
-        // Full means full at a real limit: APNs raises its limit of 1 just after the first answer,
-        // and a connection still at 1 then is warming up, not a reason for another.
-        let allBusy = usable.allSatisfy { $0.ready && $0.answered && !$0.hasRoom && $0.limit > 1 }
-        if usable.count < configuration.maxConnections, usable.isEmpty || allBusy {
+        if !state.waiters.isEmpty {
+            // Full means full at a real limit: APNs raises its limit of 1 just after the first answer,
+            // and a connection still at 1 then is warming up, not a reason for another.
+            let allBusy = usable.allSatisfy { $0.ready && $0.answered && !$0.hasRoom && $0.limit > 1 }
+            if usable.count < configuration.maxConnections, usable.isEmpty || allBusy {
+                state.connecting += 1
+                actions.connect = (state.waiters.first?.home, false)
+            }
+        } else if let homeless, usable.count < homeConnections, usable.contains(where: \.answered),
+            !usable.contains(where: { $0.isOn(homeless) }), state.homeConnectsPausedUntil < .now()
+        {
+            // A request went to another loop's connection: its loop gets one of its own, now that
+            // an answer shows the endpoint takes this client's requests.
             state.connecting += 1
-            actions.connect = true
+            actions.connect = (homeless, true)
         }
         return actions
+    }
+
+    /// The connection a waiter goes over: one with room on its own event loop, else the one with
+    /// the most room, so load spreads over connections (and event loops); `nil` when none has room.
+    private static func connection(for waiter: Waiter, in slots: [ObjectIdentifier: Slot]) -> ObjectIdentifier? {
+        var best: (key: ObjectIdentifier, room: Int, home: Bool)?
+        for (key, slot) in slots where slot.hasRoom {
+            let room = slot.limit - slot.active
+            let home = waiter.home.map(slot.isOn) ?? false
+            if let current = best, current.home && !home || current.home == home && current.room >= room { continue }
+            best = (key, room, home)
+        }
+        return best?.key
     }
 
     /// Queued requests fail at their deadline rather than wait for a stream that may never come.
@@ -266,7 +320,7 @@ public final class HTTP2ConnectionPool: Sendable {
             }
         }
         for (connection, starts) in batches { connection.start(starts) }
-        if actions.connect { connect() }
+        if let connect = actions.connect { self.connect(on: connect.on ?? group.next(), home: connect.home) }
     }
 
     private func streamEnded(_ waiter: Waiter, _ result: HTTP2StreamResult, on id: ObjectIdentifier) {
@@ -307,10 +361,12 @@ public final class HTTP2ConnectionPool: Sendable {
 
     // MARK: Connections
 
-    private func connect() {
+    /// Opens a connection on `loop`; `home` when it is for the requests of that loop only (a
+    /// failure then pauses such connections for ``homeConnectPause``).
+    private func connect(on loop: any EventLoop, home: Bool) {
         let observer = self.observer
         HTTP2PoolConnection.connect(
-            to: endpoint, on: group.next(), connectTimeout: configuration.connectTimeout, keepAlive: configuration.keepAliveInterval,
+            to: endpoint, on: loop, connectTimeout: configuration.connectTimeout, keepAlive: configuration.keepAliveInterval,
             onOpen: { [weak self] connection in
                 self?.state.withLock { $0.slots[ObjectIdentifier(connection)] = Slot(connection: connection) }
             },
@@ -323,7 +379,7 @@ public final class HTTP2ConnectionPool: Sendable {
                 observer.connectionOpened()
                 self?.connected()
             case .failure(let error):
-                self?.connectFailed(error)
+                self?.connectFailed(error, home: home)
             }
         }
     }
@@ -336,10 +392,14 @@ public final class HTTP2ConnectionPool: Sendable {
         run(actions)
     }
 
-    private func connectFailed(_ error: any Error) {
+    /// How long no connection for a loop of its own is opened after one failed to.
+    static let homeConnectPause = TimeAmount.seconds(30)
+
+    private func connectFailed(_ error: any Error, home: Bool) {
         let failure = HTTP2Failure(.connectFailed, detail: String(describing: error))
         let (failed, actions) = state.withLock { state -> ([Waiter], Actions) in
             state.connecting -= 1
+            if home { state.homeConnectsPausedUntil = .now() + Self.homeConnectPause }
             // With no connection that works, waiting would only end at each deadline: fail now.
             guard !state.slots.values.contains(where: \.ready) else { return ([], dispatch(&state)) }
             defer { state.waiters.removeAll() }
