@@ -14,6 +14,28 @@ struct ServerMetrics: Sendable {
     let registry: PrometheusCollectorRegistry
     /// The swift-metrics factory writing into ``registry``.
     let factory: PrometheusMetricsFactory
+    /// The handles recorded into per request, webhook and ring, made once each.
+    private let handles = Handles()
+
+    private final class Handles: Sendable {
+        struct Request: Hashable, Sendable {
+            var route: String
+            var method: String
+            var status: Int
+        }
+
+        struct Webhook: Hashable, Sendable {
+            var provider: String
+            var result: String
+        }
+
+        let requests = HandleCache<Request, Metrics.Counter>()
+        let requestDurations = HandleCache<[String], Metrics.Timer>()
+        let webhooks = HandleCache<Webhook, Metrics.Counter>()
+        let calls = HandleCache<CallState, Metrics.Counter>()
+        let single = HandleCache<String, Metrics.Recorder>()
+        let timers = HandleCache<String, Metrics.Timer>()
+    }
 
     init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -28,10 +50,14 @@ struct ServerMetrics: Sendable {
 
     /// Counts one finished HTTP request and records its latency.
     func recordRequest(route: String, method: String, status: Int, nanoseconds: Int64) {
-        let dimensions = [("route", route), ("method", method), ("status", String(status))]
-        Counter(label: "ringrelay_http_requests_total", dimensions: dimensions, factory: factory).increment()
-        Metrics.Timer(label: "ringrelay_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
-            .recordNanoseconds(nanoseconds)
+        handles.requests.value(for: Handles.Request(route: route, method: method, status: status)) {
+            Counter(
+                label: "ringrelay_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))],
+                factory: factory)
+        }.increment()
+        handles.requestDurations.value(for: [route, method]) {
+            Metrics.Timer(label: "ringrelay_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
+        }.recordNanoseconds(nanoseconds)
     }
 
     /// Counts a provider webhook by its answer.
@@ -44,27 +70,35 @@ struct ServerMetrics: Sendable {
             case 429: "rate_limited"
             default: status < 500 ? "rejected" : "error"
             }
-        Counter(label: "ringrelay_webhooks_total", dimensions: [("provider", provider), ("result", result)], factory: factory).increment()
+        handles.webhooks.value(for: Handles.Webhook(provider: provider, result: result)) {
+            Counter(label: "ringrelay_webhooks_total", dimensions: [("provider", provider), ("result", result)], factory: factory)
+        }.increment()
     }
 
     /// Records how many devices one ring reached for.
     func recordFanout(_ devices: Int) {
-        Recorder(label: "ringrelay_ring_fanout", factory: factory).record(devices)
+        handles.single.value(for: "ringrelay_ring_fanout") { Recorder(label: "ringrelay_ring_fanout", factory: factory) }.record(devices)
     }
 
     /// Records the time from a call's arrival to its first push answer.
     func recordFirstPush(_ seconds: TimeInterval) {
-        Metrics.Timer(label: "ringrelay_call_to_first_push_seconds", factory: factory).recordSeconds(seconds)
+        timer("ringrelay_call_to_first_push_seconds").recordSeconds(seconds)
     }
 
     /// Counts a call reaching an outcome (`accepted`, `rejected`, `cancelled`, `missed`, `unreachable`, `ended`).
     func recordCallOutcome(_ state: CallState) {
-        Counter(label: "ringrelay_calls_total", dimensions: [("outcome", state.rawValue)], factory: factory).increment()
+        handles.calls.value(for: state) {
+            Counter(label: "ringrelay_calls_total", dimensions: [("outcome", state.rawValue)], factory: factory)
+        }.increment()
     }
 
     /// Records the time from a call's arrival to its answer.
     func recordTimeToAnswer(_ seconds: TimeInterval) {
-        Metrics.Timer(label: "ringrelay_call_answer_seconds", factory: factory).recordSeconds(seconds)
+        timer("ringrelay_call_answer_seconds").recordSeconds(seconds)
+    }
+
+    private func timer(_ label: String) -> Metrics.Timer {
+        handles.timers.value(for: label) { Metrics.Timer(label: label, factory: factory) }
     }
 
     /// Counts pushes sent because a live ring was not acknowledged in time.
