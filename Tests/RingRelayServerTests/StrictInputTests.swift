@@ -57,7 +57,16 @@ import Testing
         (#"{"a":[1,"#, "the text ends in the middle of a value (byte 8)"),
         (" \n", "no JSON value (byte 2)"),
         ("[" + nested + "]", "more than 512 levels of nesting (byte 512)"),
+        // Names are compared one by one in small objects and hashed in large ones: both find a repeat,
+        // the first name of many and the one whose arrival made the object large.
+        repeated("m3", after: 20), repeated("m16", after: 17), repeated("m15", after: 16),
     ]
+
+    /// An object of `count` members `m0`, `m1`, … followed by `name` again, and the problem it has.
+    static func repeated(_ name: String, after count: Int) -> (text: String, problem: String) {
+        let prefix = "{" + (0..<count).map { #""m\#($0)":\#($0),"# }.joined()
+        return (prefix + #""\#(name)":0}"#, "the member name '\(name)' twice in one object (byte \(prefix.utf8.count))")
+    }
 
     /// Bytes refused, written as bytes.
     static let refusedBytes: [(bytes: [UInt8], problem: String)] = [
