@@ -94,6 +94,9 @@ import Testing
             let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
             let token = try await client.accessToken(identity: "alice", key: key)
             #expect(try await client.send(.get, "/v1/bindings?access_token=\(token)").status == .ok)
+            #expect(try await client.send(.get, "/v1/bindings?identity=alice&access_token=\(token)").status == .ok)
+            // Without it the request has no credential at all.
+            #expect(try await client.send(.get, "/v1/bindings?identity=alice").status == .unauthorized)
         }
     }
 }

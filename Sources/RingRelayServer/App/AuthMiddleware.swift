@@ -93,6 +93,9 @@ struct AuthMiddleware: RouterMiddleware {
             }
             return Credential(token: String(parts[1]).trimmingCharacters(in: .whitespaces), fromQuery: false)
         }
+        // Parsed only when the query names it (names are matched as written, undecoded), not for
+        // every signed webhook's `?bodySHA256=`.
+        guard let query = request.uri.query, query.contains("access_token") else { return nil }
         return request.uri.queryParameters["access_token"].map { Credential(token: String($0), fromQuery: true) }
     }
 }
