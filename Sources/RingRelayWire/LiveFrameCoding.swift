@@ -73,7 +73,9 @@ extension CallEvent: JSONTextEncodable {
 
 extension CallResource: JSONTextEncodable {
     public var jsonText: String {
-        var out = JSONText(capacity: 512)
+        // Room for every delivery up front: a call to 10,000 devices answers with megabytes, and
+        // growing the text by doubling copied it a dozen times into freshly faulted pages.
+        var out = JSONText(capacity: 512 + 320 * (deliveries?.count ?? 0))
         out.callResource(self)
         return out.text
     }
