@@ -43,6 +43,8 @@ let package = Package(
             // Crypto checks that a sealed-invite public key is a point on P-256.
             dependencies: [
                 "RingRelayWire", .product(name: "Logging", package: "swift-log"), .product(name: "Crypto", package: "swift-crypto"),
+                // The push metrics both push clients record (PushMetrics).
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -179,7 +179,7 @@ public final class APNsClient: Service, Sendable {
                     invalidSince: attempt.timestamp, latency: attempt.latency),
                 connectionLost: tracked.connectionLost)
         }
-        metrics.record(outcome, kind: request.kind)
+        metrics.push.record(outcome, kind: request.kind.rawValue)
         return outcome
     }
 
@@ -217,7 +217,7 @@ public final class APNsClient: Service, Sendable {
                 HTTP2Request(path: request.path, headers: headers, body: request.payload),
                 timeout: TimeAmount(configuration.requestTimeout), deadline: .after(deadline.timeIntervalSince(clock.now)))
             let latency = ContinuousClock.now - start
-            metrics.recordLatency(latency, kind: request.kind)
+            metrics.push.recordLatency(latency, kind: request.kind.rawValue)
             let status = response.status
             let apnsID = response.headers.first(name: "apns-id") ?? request.apnsID
             guard status != 200 else {

@@ -150,7 +150,7 @@ public final class FCMClient: Service, Sendable {
                     latency: attempt.latency),
                 retryAfter: attempt.retryAfter, connectionLost: tracked.connectionLost)
         }
-        metrics.record(outcome, kind: request.kind)
+        metrics.push.record(outcome, kind: request.kind)
         return outcome
     }
 
@@ -184,7 +184,7 @@ public final class FCMClient: Service, Sendable {
                 http, timeout: TimeAmount(configuration.requestTimeout),
                 deadline: .after(deadline.timeIntervalSince(clock.now)))
             let latency = ContinuousClock.now - sent
-            metrics.recordLatency(latency, kind: request.kind)
+            metrics.push.recordLatency(latency, kind: request.kind)
             let status = response.status
             if (200..<300).contains(status) {
                 let name = (try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any])?["name"] as? String
