@@ -267,11 +267,7 @@ struct WebhookSender: Sendable {
 
     /// Posts one notification; returns the HTTP status (0 when the request failed).
     func send(messageID: String, callee: String) async -> Int {
-        await send(signed(messageID: messageID, callee: callee))
-    }
-
-    /// Posts a notification signed before; returns the HTTP status (0 when the request failed).
-    func send(_ signed: (path: String, signature: String, body: String)) async -> Int {
+        let signed = signed(messageID: messageID, callee: callee)
         var request = HTTPClientRequest(url: base + signed.path)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")

@@ -232,9 +232,9 @@ public final class HTTP2ConnectionPool: Sendable {
                 continue
             }
             state.slots[key]!.active += 1
-            let connection = state.slots[key]!.connection
-            if let home = waiter.home, connection.channel.eventLoop !== home { homeless = homeless ?? home }
-            actions.starts.append((waiter, connection))
+            let slot = state.slots[key]!
+            if let home = waiter.home, !slot.isOn(home) { homeless = homeless ?? home }
+            actions.starts.append((waiter, slot.connection))
         }
         guard !state.shutDown, state.connecting == 0 else { return actions }
         let usable = state.slots.values.filter { !$0.goingAway }

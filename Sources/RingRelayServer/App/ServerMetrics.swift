@@ -18,9 +18,13 @@ struct ServerMetrics: Sendable {
     private let handles = Handles()
 
     private final class Handles: Sendable {
-        struct Request: Hashable, Sendable {
+        struct Route: Hashable, Sendable {
             var route: String
             var method: String
+        }
+
+        struct Request: Hashable, Sendable {
+            var route: Route
             var status: Int
         }
 
@@ -30,7 +34,7 @@ struct ServerMetrics: Sendable {
         }
 
         let requests = HandleCache<Request, Metrics.Counter>()
-        let requestDurations = HandleCache<[String], Metrics.Timer>()
+        let requestDurations = HandleCache<Route, Metrics.Timer>()
         let webhooks = HandleCache<Webhook, Metrics.Counter>()
         let calls = HandleCache<CallState, Metrics.Counter>()
         let single = HandleCache<String, Metrics.Recorder>()
@@ -50,12 +54,13 @@ struct ServerMetrics: Sendable {
 
     /// Counts one finished HTTP request and records its latency.
     func recordRequest(route: String, method: String, status: Int, nanoseconds: Int64) {
-        handles.requests.value(for: Handles.Request(route: route, method: method, status: status)) {
+        let key = Handles.Route(route: route, method: method)
+        handles.requests.value(for: Handles.Request(route: key, status: status)) {
             Counter(
                 label: "ringrelay_http_requests_total", dimensions: [("route", route), ("method", method), ("status", String(status))],
                 factory: factory)
         }.increment()
-        handles.requestDurations.value(for: [route, method]) {
+        handles.requestDurations.value(for: key) {
             Metrics.Timer(label: "ringrelay_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
         }.recordNanoseconds(nanoseconds)
     }
