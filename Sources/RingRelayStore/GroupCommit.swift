@@ -4,7 +4,10 @@ import Synchronization
 
 /// Runs submitted items in rounds, one round at a time: everything submitted while a round is
 /// written goes in the next one. Under load one statement and one commit serve many callers;
-/// alone, a caller writes its own item at once, in its own task, with no hop to another.
+/// alone, a caller writes its own item at once, in its own task, with no hop to another. When
+/// items come close together, the caller that starts a round first lets the work queued on its
+/// thread run — under `EventLoopGlobalExecutor`, the other requests its event loop read in the same
+/// tick — so that they join its round rather than each commit alone (docs/BENCHMARKS.md).
 ///
 /// A `write` gets a round's items in submission order and answers one result per item, in the same
 /// order; if it throws, the whole round failed and every item gets that error. Every submission
@@ -22,6 +25,8 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         var waiting: [Waiter] = []
         /// Whether a round is being written (by a caller, or by a task draining the waiters).
         var writing = false
+        /// When the last item was submitted.
+        var lastSubmission = NIODeadline.distantPast
     }
 
     private struct Waiter {
@@ -33,11 +38,26 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Items submitted less than this apart make a busy store, where a writer lets the work
+    /// queued behind it run first.
+    private let busyGap: TimeAmount
+    /// Lets the work queued on the calling thread run, and comes back.
+    private let letQueuedWorkRun: @Sendable () async -> Void
     /// The event loop the calling thread runs, if it is one.
     private let currentLoop: @Sendable () -> (any EventLoop)?
 
-    /// - Parameter currentLoop: the event loop the calling thread runs (tests name one).
-    init(currentLoop: @escaping @Sendable () -> (any EventLoop)? = { MultiThreadedEventLoopGroup.currentEventLoop }) {
+    /// - Parameters:
+    ///   - busyGap: submissions closer together than this make the store busy (tests set it).
+    ///   - letQueuedWorkRun: what a busy writer awaits before it takes its round (tests wait for
+    ///     waiters instead of the thread's queue).
+    ///   - currentLoop: the event loop the calling thread runs (tests name one).
+    init(
+        busyGap: TimeAmount = .microseconds(100),
+        letQueuedWorkRun: @escaping @Sendable () async -> Void = { await Task.yield() },
+        currentLoop: @escaping @Sendable () -> (any EventLoop)? = { MultiThreadedEventLoopGroup.currentEventLoop }
+    ) {
+        self.busyGap = busyGap
+        self.letQueuedWorkRun = letQueuedWorkRun
         self.currentLoop = currentLoop
     }
 
@@ -46,16 +66,27 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
 
     /// Writes `item` in the next round and returns its result.
     func submit(_ item: Item, write: @escaping Write) async throws -> Output {
-        let leads = state.withLock { state in
-            defer { state.writing = true }
-            return !state.writing
+        let now = NIODeadline.now()
+        let (leads, busy) = state.withLock { state in
+            defer {
+                state.writing = true
+                state.lastSubmission = now
+            }
+            return (!state.writing, now - state.lastSubmission < busyGap)
         }
         if leads {
             // Nothing was being written, so nobody waits either (a waiter always has a writer):
-            // this caller writes its own item, at once.
-            let result = await Self.run(write, [item])[0]
+            // this caller writes. When items are coming close together, it first lets the work
+            // already queued on its thread run: the other requests read in the same event-loop
+            // tick reach here meanwhile and join its round, instead of each committing alone, one
+            // after the other. (Alone, it writes at once: waiting would only let an item from
+            // another loop join now and then, and answering that one from here costs a wake-up.)
+            if busy { await letQueuedWorkRun() }
+            let joined = takeWaiting()
+            let results = await Self.run(write, [item] + joined.map(\.item))
+            resume(joined, with: results.dropFirst())
             handOff()
-            return try result.get()
+            return try results[0].get()
         }
         return try await withCheckedThrowingContinuation { continuation in
             let home = currentLoop()
@@ -79,6 +110,14 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         if more { Task { await self.drain() } }
     }
 
+    /// The waiters so far, taken for a round.
+    private func takeWaiting() -> [Waiter] {
+        state.withLock { state in
+            defer { state.waiting.removeAll(keepingCapacity: true) }
+            return state.waiting
+        }
+    }
+
     /// Writes round after round until nobody waits.
     private func drain() async {
         while true {
@@ -88,14 +127,17 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 return state.waiting
             }
             guard !round.isEmpty else { return }
-            let results = await Self.run(round[0].write, round.map(\.item))
-            for (waiter, result) in zip(round, results) {
-                // Each waiter goes on from its own event loop (see above).
-                if let home = waiter.home, !home.inEventLoop {
-                    home.execute { waiter.continuation.resume(with: result) }
-                } else {
-                    waiter.continuation.resume(with: result)
-                }
+            resume(round, with: await Self.run(round[0].write, round.map(\.item)))
+        }
+    }
+
+    /// Answers each waiter of a round with its result, from its own event loop (see above).
+    private func resume(_ waiters: [Waiter], with results: some Collection<Result<Output, any Error>>) {
+        for (waiter, result) in zip(waiters, results) {
+            if let home = waiter.home, !home.inEventLoop {
+                home.execute { waiter.continuation.resume(with: result) }
+            } else {
+                waiter.continuation.resume(with: result)
             }
         }
     }

@@ -36,6 +36,53 @@ import Testing
         #expect(rounds.withLock { $0.last.map(Set.init) } == [1, 2, 3, 4])
     }
 
+    @Test func aBusyWriterTakesWhoeverCameWhileQueuedWorkRanIntoItsOwnRound() async throws {
+        // Under load the writer of a new round first lets the work queued on its thread run (the
+        // other requests of its event-loop tick), and whoever submitted meanwhile is in its round.
+        let queuedWorkRuns = Gate()
+        let entered = Mutex(false)
+        let commit = GroupCommit<Int, Int>(
+            busyGap: .hours(1),
+            letQueuedWorkRun: {
+                entered.withLock { $0 = true }
+                await queuedWorkRuns.wait()
+            })
+        let rounds = Mutex<[[Int]]>([])
+        let write: GroupCommit<Int, Int>.Write = { items in
+            rounds.withLock { $0.append(items) }
+            return items.map { $0 == 3 ? .failure(CancellationError()) : .success($0 * 10) }
+        }
+        // The first item of all finds the store idle: written at once, without letting anything in.
+        #expect(try await commit.submit(0, write: write) == 0)
+        #expect(!entered.withLock { $0 })
+        async let first = commit.submit(1, write: write)
+        while !entered.withLock({ $0 }) { await Task.yield() }
+        let later = Task {
+            try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                for item in 2...4 { group.addTask { (item, (try? await commit.submit(item, write: write)) ?? -1) } }
+                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+        }
+        while commit.waitingCount < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        queuedWorkRuns.open()
+        #expect(try await first == 10)
+        #expect(try await later.value == [2: 20, 3: -1, 4: 40], "each its own result; one item's failure is its own")
+        let written = rounds.withLock { $0 }
+        #expect(written.count == 2, "one round for the four: \(written)")
+        #expect(written.last?.first == 1 && written.last.map(Set.init) == [1, 2, 3, 4])
+    }
+
+    @Test func itemsFarApartAreWrittenAtOnce() async throws {
+        let waits = Mutex(0)
+        let write: GroupCommit<Int, Int>.Write = { items in items.map { .success($0) } }
+        let spaced = GroupCommit<Int, Int>(busyGap: .zero, letQueuedWorkRun: { waits.withLock { $0 += 1 } })
+        for item in 0..<3 { #expect(try await spaced.submit(item, write: write) == item) }
+        #expect(waits.withLock { $0 } == 0, "an idle store's writer lets nothing in first")
+        let close = GroupCommit<Int, Int>(busyGap: .hours(1), letQueuedWorkRun: { waits.withLock { $0 += 1 } })
+        for item in 0..<3 { #expect(try await close.submit(item, write: write) == item) }
+        #expect(waits.withLock { $0 } == 2, "every writer after the first lets queued work run")
+    }
+
     @Test func aWaiterGoesOnFromTheEventLoopItCameFrom() async throws {
         // Under `EventLoopGlobalExecutor` a task continues where it is resumed: a waiter resumed
         // by the round's writer would go on on the writer's loop. So it is resumed from its own,
