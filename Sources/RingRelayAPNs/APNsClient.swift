@@ -214,7 +214,7 @@ public final class APNsClient: Service, Sendable {
         if let authorization { headers.append(("authorization", "bearer " + authorization)) }
         do {
             let response = try await pool.send(
-                HTTP2Request(path: request.path, headers: headers, body: request.payload),
+                HTTP2Request(path: request.path, headers: headers, body: request.payload, singleUseFields: APNsRequest.singleUseFields),
                 timeout: TimeAmount(configuration.requestTimeout), deadline: .after(deadline.timeIntervalSince(clock.now)))
             let latency = ContinuousClock.now - start
             metrics.push.recordLatency(latency, kind: request.kind.rawValue)

@@ -91,6 +91,11 @@ public struct APNsRequest: Sendable, Hashable {
     /// The request path, `/3/device/<token>`.
     public var path: String { "/3/device/" + deviceToken }
 
+    /// The fields no other push repeats: the path names a device (pushed to once a ring) and
+    /// `apns-id` is new for every push. The others (`authorization`, `apns-topic`, …) repeat on
+    /// every push and stay in the connection's HPACK table.
+    public static let singleUseFields: Set<String> = [":path", "apns-id"]
+
     /// The APNs headers, without `authorization`.
     public var headers: [(String, String)] {
         var headers = [

@@ -10,13 +10,19 @@ public struct HTTP2Request: Sendable {
     public var headers: [(String, String)]
     /// The body, sent in one DATA frame that ends the stream.
     public var body: [UInt8]
+    /// Names of the fields (`:path` among them) whose values later requests will not repeat: an
+    /// id, a device token's path. They are sent as literals that stay out of the HPACK table
+    /// (RFC 7541 §6.2.2), where each would only push out the fields every request repeats (the
+    /// authorization token, the topic), to be sent again in full and indexed again.
+    public var singleUseFields: Set<String>
 
     /// Creates a request.
-    public init(method: String = "POST", path: String, headers: [(String, String)], body: [UInt8]) {
+    public init(method: String = "POST", path: String, headers: [(String, String)], body: [UInt8], singleUseFields: Set<String> = []) {
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
+        self.singleUseFields = singleUseFields
     }
 }
 

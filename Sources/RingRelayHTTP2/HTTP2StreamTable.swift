@@ -139,13 +139,17 @@ final class HTTP2StreamTable: ChannelInboundHandler {
         streams[id] = Stream(ended: start.ended, deadline: deadline)
         armTimer(at: deadline, context: context)
 
+        let request = start.request
+        func indexing(_ name: String) -> HPACKIndexing {
+            request.singleUseFields.isEmpty || !request.singleUseFields.contains(name) ? .indexable : .nonIndexable
+        }
         var fields = HPACKHeaders()
-        fields.reserveCapacity(start.request.headers.count + 4)
-        fields.add(name: ":method", value: start.request.method)
+        fields.reserveCapacity(request.headers.count + 4)
+        fields.add(name: ":method", value: request.method)
         fields.add(name: ":scheme", value: "https")
-        fields.add(name: ":path", value: start.request.path)
+        fields.add(name: ":path", value: request.path, indexing: indexing(":path"))
         fields.add(name: ":authority", value: authority)
-        for (name, value) in start.request.headers { fields.add(name: name, value: value) }
+        for (name, value) in request.headers { fields.add(name: name, value: value, indexing: indexing(name)) }
 
         // If the HEADERS never reach the socket (the connection closed, a GOAWAY came first, or a
         // reset dropped them from NIO's buffer), the server cannot have seen the request: it is

@@ -47,6 +47,8 @@ public final class InteropServer: Sendable {
         public var status: Int?
         /// For violations: what kind.
         public var kind: String?
+        /// For requests: the names in the client's HPACK dynamic table after it, newest first.
+        public var hpackTable: [String]?
     }
 
     private init(url: String, caFile: String, process: Process, directory: TemporaryDirectory, logFile: String, kind: Kind) {
@@ -159,7 +161,8 @@ public final class InteropServer: Sendable {
             else { return nil }
             return Event(
                 event: event, connection: object["conn"] as? Int, stream: object["stream"] as? Int, apnsID: object["apns_id"] as? String,
-                token: object["token"] as? String, status: object["status"] as? Int, kind: object["kind"] as? String)
+                token: object["token"] as? String, status: object["status"] as? Int, kind: object["kind"] as? String,
+                hpackTable: object["hpack_table"] as? [String])
         }
     }
 

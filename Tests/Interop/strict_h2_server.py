@@ -451,8 +451,13 @@ class StrictH2Connection(asyncio.Protocol):
         self.processed += 1
         self.max_processed_id = max(self.max_processed_id, sid)
         self.log("request", conn=self.id, stream=sid, path=req.path, apns_id=req.h.get("apns-id"),
-                 token=req.token, status=req.status)
+                 token=req.token, status=req.status, hpack_table=self.hpack_table())
         self.after_answer(req.status)
+
+    def hpack_table(self):
+        """The names in the client's HPACK dynamic table, as this connection decodes it, newest first."""
+        names = (name for name, _ in self.h2.decoder.header_table.dynamic_entries)
+        return [name.decode() if isinstance(name, bytes) else name for name in names]
 
     def send_limit(self, value):
         self.write_raw(SettingsFrame(0, settings={MCS: value}))

@@ -105,6 +105,24 @@ import Testing
         await harness.shutdown()
     }
 
+    @Test func aPushsOwnFieldsStayOutOfTheConnectionsHPACKTable() async throws {
+        // `:path` (the device) and `apns-id` are new on every push. Indexed, each push's would push
+        // out the fields every push repeats (the authorization token, the topic), to be sent again
+        // in full. The strict server reports its decoder's table after each request.
+        let server = try await InteropServer.strict(scenario: "apns")
+        let harness = try Self.harness(server)
+        var results: [(PushOutcome, apnsID: String)] = []
+        for index in 0..<40 { results.append(try await harness.push(Self.token(index))) }
+        await Self.expectExactlyOnce(results, at: server)
+        let tables = server.events().filter { $0.event == "request" }.compactMap(\.hpackTable)
+        #expect(tables.count == 40)
+        #expect(
+            tables.allSatisfy { !$0.contains(":path") && !$0.contains("apns-id") },
+            "single-use fields indexed: \(tables.last ?? [])")
+        #expect(tables.allSatisfy { $0.contains("authorization") && $0.contains("apns-topic") }, "repeated fields indexed: \(tables.last ?? [])")
+        await harness.shutdown()
+    }
+
     @Test func theFirstStreamWaitsForTheServersSettingsAndLimit() async throws {
         // One stream until the first answer: a burst must not open a second one before it.
         let server = try await InteropServer.strict(scenario: "slow", arguments: ["--delay-ms", "50"])
