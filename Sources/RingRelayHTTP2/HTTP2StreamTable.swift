@@ -141,7 +141,7 @@ final class HTTP2StreamTable: ChannelInboundHandler {
 
         let request = start.request
         func indexing(_ name: String) -> HPACKIndexing {
-            request.singleUseFields.isEmpty || !request.singleUseFields.contains(name) ? .indexable : .nonIndexable
+            request.singleUseFields.contains(name) ? .nonIndexable : .indexable
         }
         var fields = HPACKHeaders()
         fields.reserveCapacity(request.headers.count + 4)

@@ -82,7 +82,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
             // after the other. (Alone, it writes at once: waiting would only let an item from
             // another loop join now and then, and answering that one from here costs a wake-up.)
             if busy { await letQueuedWorkRun() }
-            let joined = takeWaiting()
+            let joined = takeWaiting(stoppingIfNone: false)
             let results = await Self.run(write, [item] + joined.map(\.item))
             resume(joined, with: results.dropFirst())
             handOff()
@@ -110,10 +110,12 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         if more { Task { await self.drain() } }
     }
 
-    /// The waiters so far, taken for a round.
-    private func takeWaiting() -> [Waiter] {
+    /// The waiters so far, taken for a round. With `stoppingIfNone`, finding none ends the
+    /// writing in the same step, so that the next submitter writes.
+    private func takeWaiting(stoppingIfNone: Bool) -> [Waiter] {
         state.withLock { state in
             defer { state.waiting.removeAll(keepingCapacity: true) }
+            if stoppingIfNone, state.waiting.isEmpty { state.writing = false }
             return state.waiting
         }
     }
@@ -121,11 +123,7 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
     /// Writes round after round until nobody waits.
     private func drain() async {
         while true {
-            let round = state.withLock { state in
-                defer { state.waiting.removeAll(keepingCapacity: true) }
-                if state.waiting.isEmpty { state.writing = false }
-                return state.waiting
-            }
+            let round = takeWaiting(stoppingIfNone: true)
             guard !round.isEmpty else { return }
             resume(round, with: await Self.run(round[0].write, round.map(\.item)))
         }
