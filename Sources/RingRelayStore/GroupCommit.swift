@@ -25,8 +25,8 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
         var waiting: [Waiter] = []
         /// Whether a round is being written (by a caller, or by a task draining the waiters).
         var writing = false
-        /// When the last item was submitted.
-        var lastSubmission = NIODeadline.distantPast
+        /// When the last item was submitted; `nil` before the first.
+        var lastSubmission: NIODeadline?
     }
 
     private struct Waiter {
@@ -72,7 +72,9 @@ final class GroupCommit<Item: Sendable, Output: Sendable>: Sendable {
                 state.writing = true
                 state.lastSubmission = now
             }
-            return (!state.writing, now - state.lastSubmission < busyGap)
+            // Not `distantPast` for "never": that is the machine's boot, and a store opened less
+            // than `busyGap` after it would take its first item for one of a busy stream.
+            return (!state.writing, state.lastSubmission.map { now - $0 < busyGap } ?? false)
         }
         if leads {
             // Nothing was being written, so nobody waits either (a waiter always has a writer):
