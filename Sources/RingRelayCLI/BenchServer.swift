@@ -27,8 +27,10 @@ struct BenchServer {
                 // The load comes from one address, in numbers no real client reaches.
                 "--max-connections", "1000000", "--max-connections-per-address", "1000000",
             ] + arguments
-        // RINGRELAY_BENCH_WRAPPER="valgrind --tool=callgrind" runs the server under that command,
-        // to count its instructions (see docs/BENCHMARKS.md).
+        // RINGRELAY_BENCH_WRAPPER="<command> <arguments>" runs the server as `<command> <arguments>
+        // ringrelay serve …`: scripts/check-service-sandbox runs it under strace that way. The
+        // wrapper must pass SIGTERM on and exit with the server; its own pid is the one measured.
+        // (valgrind 3.19 and 3.24 stop on Swift binaries here before main: docs/BENCHMARKS.md.)
         if let wrapper = ProcessInfo.processInfo.environment["RINGRELAY_BENCH_WRAPPER"]?.split(separator: " ").map(String.init),
             let command = wrapper.first
         {
