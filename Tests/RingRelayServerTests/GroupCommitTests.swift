@@ -14,6 +14,19 @@ import Testing
     /// since the last item, a machine up less than the gap hung the busy-writer test.)
     static let alwaysBusy = TimeAmount.hours(24 * 365 * 100)
 
+    /// Submits `items` to `commit` all at once, each from a task of its own; the task's value is
+    /// each item's result, -1 for one that failed.
+    static func submittingAtOnce(
+        _ items: ClosedRange<Int>, to commit: GroupCommit<Int, Int>, write: @escaping GroupCommit<Int, Int>.Write
+    ) -> Task<[Int: Int], any Error> {
+        Task {
+            try await withThrowingTaskGroup(of: (Int, Int).self) { group in
+                for item in items { group.addTask { (item, (try? await commit.submit(item, write: write)) ?? -1) } }
+                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+        }
+    }
+
     @Test func whoeverComesDuringARoundIsWrittenInTheNextTogether() async throws {
         let commit = GroupCommit<Int, Int>()
         let gate = Gate()
@@ -25,12 +38,7 @@ import Testing
         }
         async let first = commit.submit(0, write: write)
         while rounds.withLock({ $0.isEmpty }) { await Task.yield() }
-        let later = Task {
-            try await withThrowingTaskGroup(of: (Int, Int).self) { group in
-                for item in 1...4 { group.addTask { (item, (try? await commit.submit(item, write: write)) ?? -1) } }
-                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
-            }
-        }
+        let later = Self.submittingAtOnce(1...4, to: commit, write: write)
         // All four queue behind the first round.
         while commit.waitingCount < 4 { try await Task.sleep(for: .milliseconds(5)) }
         gate.open()
@@ -62,12 +70,7 @@ import Testing
         #expect(!entered.withLock { $0 })
         async let first = commit.submit(1, write: write)
         while !entered.withLock({ $0 }) { await Task.yield() }
-        let later = Task {
-            try await withThrowingTaskGroup(of: (Int, Int).self) { group in
-                for item in 2...4 { group.addTask { (item, (try? await commit.submit(item, write: write)) ?? -1) } }
-                return try await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
-            }
-        }
+        let later = Self.submittingAtOnce(2...4, to: commit, write: write)
         while commit.waitingCount < 3 { try await Task.sleep(for: .milliseconds(5)) }
         queuedWorkRuns.open()
         #expect(try await first == 10)
