@@ -231,7 +231,7 @@ enum ProcessMemory {
 
     /// A `/proc` file's text, read to its end: those files report size 0, and
     /// `String(contentsOfFile:)` stopped early on a long one (a process's `maps`).
-    private static func procText(_ path: String) -> String? {
+    static func procText(_ path: String) -> String? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
         guard let data = try? handle.readToEnd() else { return nil }

@@ -90,7 +90,7 @@ extension BenchCommand {
             var runs: [FanoutBenchResult.Run] = []
             for _ in 0..<calls {
                 let before = nginx?.loggedRequestCount() ?? 0
-                let cpuBefore = ProcessMemory.cpuSeconds(pid: server.pid) ?? 0
+                let workBefore = ProcessWork.of(pid: server.pid)
                 let started = ContinuousClock.now
                 // The answer lists every delivery (megabytes for 10,000): it is decoded after the
                 // clock stops, so this process's JSON decoding does not compete with the server
@@ -105,7 +105,7 @@ extension BenchCommand {
                     }
                 }
                 let elapsed = ContinuousClock.now - started
-                let cpu = (ProcessMemory.cpuSeconds(pid: server.pid) ?? 0) - cpuBefore
+                let work = workBefore.flatMap { before in ProcessWork.of(pid: server.pid)?.per(devices, since: before) }
                 let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: answer)
                 // Every delivery's answer, as the API reports it (write-behind: give it a moment).
                 var outcomes: [String: Int] = [:]
@@ -124,7 +124,7 @@ extension BenchCommand {
                     FanoutBenchResult.Run(
                         seconds: total.timeInterval, pushesPerSecond: Double(devices) / total.timeInterval, arrivedAtServer: nginx == nil ? nil : arrived,
                         duplicates: nginx.map { Self.duplicates(in: $0, after: before) }, outcomes: outcomes,
-                        serverCPUMicrosecondsPerPush: cpu * 1e6 / Double(devices)))
+                        serverCPUMicrosecondsPerPush: work?.cpuMicroseconds ?? 0, serverWork: work))
             }
             return FanoutBenchResult(
                 devices: devices, endpoint: nginx == nil ? "external" : "nginx", runs: runs,
@@ -162,6 +162,8 @@ struct FanoutBenchResult: Codable {
         var duplicates: Int?
         var outcomes: [String: Int]
         var serverCPUMicrosecondsPerPush: Double
+        /// The server's system calls, bytes written and context switches per push: steadier run to run than its CPU.
+        var serverWork: WorkPerUnit?
     }
 
     var devices: Int
@@ -179,6 +181,7 @@ struct FanoutBenchResult: Codable {
                 "call \(index + 1)      \(String(format: "%.0f", run.pushesPerSecond)) pushes/s (\(String(format: "%.3f", run.seconds)) s), "
                     + "at the server \(run.arrivedAtServer.map(String.init) ?? "n/a"), duplicates \(run.duplicates.map(String.init) ?? "n/a"); "
                     + "server CPU \(String(format: "%.1f", run.serverCPUMicrosecondsPerPush)) µs/push; deliveries: \(outcomes)")
+            if let work = run.serverWork { lines.append("  work      \(work.text(per: "push"))") }
         }
         lines.append("peak RSS    \(peakRSSMiB.map { String(format: "%.0f MiB", $0) } ?? "unknown") (server, \(allocator ?? "unknown allocator"))")
         return lines.joined(separator: "\n")

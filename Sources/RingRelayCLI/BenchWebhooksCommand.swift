@@ -94,7 +94,7 @@ extension BenchCommand {
             var result = try await server.withHTTPClient { http in
                 let webhook = try await prepare(http: http, server: server, signingKey: signingKey)
                 let before = nginx?.loggedRequestCount() ?? 0
-                let cpuBefore = ProcessMemory.cpuSeconds(pid: server.pid) ?? 0
+                let workBefore = ProcessWork.of(pid: server.pid)
                 var result: WebhookBenchResult
                 if wrk, let nginx {
                     result = try await measureWithWrk(webhook: webhook, directory: directory, nginx: nginx)
@@ -118,8 +118,10 @@ extension BenchCommand {
                     result.pushP99Ms = percentileMs(latencies, 0.99)
                     result.pushMaxMs = (latencies.last ?? .zero).timeInterval * 1000
                 }
-                let cpu = (ProcessMemory.cpuSeconds(pid: server.pid) ?? 0) - cpuBefore
-                result.serverCPUMicrosecondsPerWebhook = cpu * 1e6 / Double(result.webhooks)
+                if let workBefore, let work = ProcessWork.of(pid: server.pid)?.per(result.webhooks, since: workBefore) {
+                    result.serverCPUMicrosecondsPerWebhook = work.cpuMicroseconds
+                    result.serverWork = work
+                }
                 return result
             }
             result.serverPeakRSSMiB = ProcessMemory.peakResidentMiB(pid: server.pid)
@@ -335,6 +337,8 @@ struct WebhookBenchResult: Codable {
     var pushP99Ms: Double?
     var pushMaxMs: Double?
     var serverCPUMicrosecondsPerWebhook: Double?
+    /// The server's system calls, bytes written and context switches per webhook: steadier run to run than its CPU.
+    var serverWork: WorkPerUnit?
     var serverPeakRSSMiB: Double?
     var serverAllocator: String?
 
@@ -354,6 +358,7 @@ struct WebhookBenchResult: Codable {
             lines.append("p99 by 10 s  \(windows.map { String(format: "%.1f", $0) }.joined(separator: ", ")) ms")
         }
         lines.append("server CPU   \(serverCPUMicrosecondsPerWebhook.map { String(format: "%.0f µs a webhook", $0) } ?? "unknown")")
+        if let serverWork { lines.append("server work  \(serverWork.text(per: "webhook"))") }
         if let loadCPUMicrosecondsPerWebhook {
             lines.append("load CPU     \(String(format: "%.0f µs a webhook", loadCPUMicrosecondsPerWebhook)) (this process, sending)")
         }

@@ -783,6 +783,13 @@ import Testing
         #expect(result?["duplicates"] as? Int == 0, "\(webhooks.stdout)")
 
         #expect(result?["serverAllocator"] as? String == "glibc malloc", "\(webhooks.stdout)")
+        // The server's work per webhook, read from /proc: each webhook is answered with at least one
+        // write to its socket, and its push is another.
+        let work = result?["serverWork"] as? [String: Double]
+        #expect((work?["writeCalls"] ?? 0) >= 2, "\(webhooks.stdout)")
+        #expect((work?["readCalls"] ?? 0) > 0, "\(webhooks.stdout)")
+        #expect((work?["kibWritten"] ?? 0) > 0, "\(webhooks.stdout)")
+        #expect(work?["cpuMicroseconds"] == result?["serverCPUMicrosecondsPerWebhook"] as? Double, "\(webhooks.stdout)")
 
         // The fan-out runs the server on jemalloc, preloaded as the container image preloads it
         // (scripts/test installs libjemalloc2): every push still arrives once, and the report says
