@@ -181,7 +181,7 @@ struct FanoutBenchResult: Codable {
                 "call \(index + 1)      \(String(format: "%.0f", run.pushesPerSecond)) pushes/s (\(String(format: "%.3f", run.seconds)) s), "
                     + "at the server \(run.arrivedAtServer.map(String.init) ?? "n/a"), duplicates \(run.duplicates.map(String.init) ?? "n/a"); "
                     + "server CPU \(String(format: "%.1f", run.serverCPUMicrosecondsPerPush)) µs/push; deliveries: \(outcomes)")
-            if let work = run.serverWork { lines.append("  work      \(work.text(per: "push"))") }
+            if let work = run.serverWork?.text(per: "push") { lines.append("  work      \(work)") }
         }
         lines.append("peak RSS    \(peakRSSMiB.map { String(format: "%.0f MiB", $0) } ?? "unknown") (server, \(allocator ?? "unknown allocator"))")
         return lines.joined(separator: "\n")

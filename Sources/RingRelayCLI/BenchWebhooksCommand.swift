@@ -358,7 +358,7 @@ struct WebhookBenchResult: Codable {
             lines.append("p99 by 10 s  \(windows.map { String(format: "%.1f", $0) }.joined(separator: ", ")) ms")
         }
         lines.append("server CPU   \(serverCPUMicrosecondsPerWebhook.map { String(format: "%.0f µs a webhook", $0) } ?? "unknown")")
-        if let serverWork { lines.append("server work  \(serverWork.text(per: "webhook"))") }
+        if let work = serverWork?.text(per: "webhook") { lines.append("server work  \(work)") }
         if let loadCPUMicrosecondsPerWebhook {
             lines.append("load CPU     \(String(format: "%.0f µs a webhook", loadCPUMicrosecondsPerWebhook)) (this process, sending)")
         }

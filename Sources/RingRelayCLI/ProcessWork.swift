@@ -10,70 +10,82 @@ import Foundation
 struct ProcessWork: Sendable {
     /// User and system CPU time.
     var cpuSeconds: Double
-    /// Read-class system calls (`syscr`: read, readv, pread, recv…), the process's dead threads included.
-    var readCalls: Int
-    /// Write-class system calls (`syscw`: write, writev, pwrite, send…).
-    var writeCalls: Int
-    /// Bytes handed to write-class calls: sockets, pipes and files (`wchar`).
-    var bytesWritten: Int
-    /// Bytes the process caused to be written to storage (`write_bytes`): the SQLite log and file.
-    var storageBytes: Int
-    /// Voluntary and involuntary context switches of the threads alive now (a thread that ended
-    /// takes its count with it; the server's event loops and pool threads live as long as it does).
-    var contextSwitches: Int
+    /// The counts, where `/proc/<pid>/io` can be read (it takes the right to trace the process,
+    /// which a hardened kernel may withhold even from its parent).
+    var counts: Counts?
 
-    /// The process's figures now; `nil` where `/proc` cannot tell (not Linux, or the process is gone).
+    struct Counts: Sendable {
+        /// Read-class system calls (`syscr`: read, readv, pread, recv…), the process's ended threads included.
+        var readCalls: Int
+        /// Write-class system calls (`syscw`: write, writev, pwrite, send…).
+        var writeCalls: Int
+        /// Bytes handed to write-class calls: sockets, pipes and files (`wchar`).
+        var bytesWritten: Int
+        /// Bytes the process caused to be written to storage (`write_bytes`): the SQLite log and file.
+        var storageBytes: Int
+        /// Voluntary and involuntary context switches of the threads alive now (a thread that ended
+        /// takes its count with it; the server's event loops and pool threads live as long as it does).
+        var contextSwitches: Int
+    }
+
+    /// The process's figures now; `nil` where `/proc` cannot tell its CPU time (not Linux, or the process is gone).
     static func of(pid: Int32) -> ProcessWork? {
-        guard let cpu = ProcessMemory.cpuSeconds(pid: pid), let io = ProcessMemory.procText("/proc/\(pid)/io") else { return nil }
-        var fields: [Substring: Int] = [:]
-        for line in io.split(separator: "\n") {
-            let parts = line.split(separator: ":", maxSplits: 1)
-            if parts.count == 2, let value = Int(parts[1].trimmingCharacters(in: .whitespaces)) { fields[parts[0]] = value }
-        }
-        guard let reads = fields["syscr"], let writes = fields["syscw"], let written = fields["wchar"] else { return nil }
-        return ProcessWork(
-            cpuSeconds: cpu, readCalls: reads, writeCalls: writes, bytesWritten: written, storageBytes: fields["write_bytes"] ?? 0,
-            contextSwitches: contextSwitches(pid: pid))
+        guard let cpu = ProcessMemory.cpuSeconds(pid: pid) else { return nil }
+        return ProcessWork(cpuSeconds: cpu, counts: counts(pid: pid))
     }
 
     /// The work done since `start`, per unit (a webhook, a push).
     func per(_ units: Int, since start: ProcessWork) -> WorkPerUnit {
         let count = Double(max(units, 1))
-        return WorkPerUnit(
-            cpuMicroseconds: (cpuSeconds - start.cpuSeconds) * 1e6 / count,
-            readCalls: Double(readCalls - start.readCalls) / count,
-            writeCalls: Double(writeCalls - start.writeCalls) / count,
-            kibWritten: Double(bytesWritten - start.bytesWritten) / 1024 / count,
-            kibToStorage: Double(storageBytes - start.storageBytes) / 1024 / count,
-            contextSwitches: Double(contextSwitches - start.contextSwitches) / count)
+        var work = WorkPerUnit(cpuMicroseconds: (cpuSeconds - start.cpuSeconds) * 1e6 / count)
+        if let now = counts, let then = start.counts {
+            work.readCalls = Double(now.readCalls - then.readCalls) / count
+            work.writeCalls = Double(now.writeCalls - then.writeCalls) / count
+            work.kibWritten = Double(now.bytesWritten - then.bytesWritten) / 1024 / count
+            work.kibToStorage = Double(now.storageBytes - then.storageBytes) / 1024 / count
+            work.contextSwitches = Double(now.contextSwitches - then.contextSwitches) / count
+        }
+        return work
     }
 
-    private static func contextSwitches(pid: Int32) -> Int {
+    private static func counts(pid: Int32) -> Counts? {
+        guard let io = ProcessMemory.procText("/proc/\(pid)/io") else { return nil }
+        let fields = numbers(io)
+        guard let reads = fields["syscr"], let writes = fields["syscw"], let written = fields["wchar"] else { return nil }
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        return tasks.reduce(0) { total, task in
-            guard let status = ProcessMemory.procText("/proc/\(pid)/task/\(task)/status") else { return total }
-            return status.split(separator: "\n").reduce(total) { sum, line in
-                guard line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:"),
-                    let value = line.split(separator: ":").last.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) })
-                else { return sum }
-                return sum + value
-            }
+        let switches = tasks.reduce(0) { total, task in
+            let status = numbers(ProcessMemory.procText("/proc/\(pid)/task/\(task)/status") ?? "")
+            return total + (status["voluntary_ctxt_switches"] ?? 0) + (status["nonvoluntary_ctxt_switches"] ?? 0)
         }
+        return Counts(readCalls: reads, writeCalls: writes, bytesWritten: written, storageBytes: fields["write_bytes"] ?? 0, contextSwitches: switches)
+    }
+
+    /// The `name: number` lines of a `/proc` file.
+    private static func numbers(_ text: String) -> [Substring: Int] {
+        var fields: [Substring: Int] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, let value = Int(parts[1].trimmingCharacters(in: .whitespaces)) { fields[parts[0]] = value }
+        }
+        return fields
     }
 }
 
-/// A process's work per unit over a measurement (``ProcessWork/per(_:since:)``).
+/// A process's work per unit over a measurement (``ProcessWork/per(_:since:)``); the counts are
+/// `nil` where `/proc` withheld them.
 struct WorkPerUnit: Codable, Sendable {
     var cpuMicroseconds: Double
-    var readCalls: Double
-    var writeCalls: Double
-    var kibWritten: Double
-    var kibToStorage: Double
-    var contextSwitches: Double
+    var readCalls: Double?
+    var writeCalls: Double?
+    var kibWritten: Double?
+    var kibToStorage: Double?
+    var contextSwitches: Double?
 
-    /// "1.91 read and 11.95 write system calls, 22.0 KiB written (20.8 KiB to storage), 1.62 context switches a webhook"
-    func text(per unit: String) -> String {
-        String(
+    /// "1.91 read and 11.95 write system calls, 22.0 KiB written (20.8 KiB to storage), 1.62 context
+    /// switches a webhook", or `nil` without the counts.
+    func text(per unit: String) -> String? {
+        guard let readCalls, let writeCalls, let kibWritten, let kibToStorage, let contextSwitches else { return nil }
+        return String(
             format: "%.2f read and %.2f write system calls, %.1f KiB written (%.1f KiB to storage), %.2f context switches",
             readCalls, writeCalls, kibWritten, kibToStorage, contextSwitches) + " a \(unit)"
     }
