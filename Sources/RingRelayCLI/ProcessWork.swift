@@ -5,8 +5,9 @@ import Foundation
 ///
 /// CPU time per webhook swings by ±15 % between runs of the same binary on the project's shared
 /// two cores, and this machine counts no instructions (no hardware counters for `perf`, and
-/// valgrind stops on Swift binaries). System calls, bytes written and context switches per
-/// webhook stay within a few per cent, so a change that removes work shows in them run to run.
+/// valgrind stops on Swift binaries). At the same load (a fixed rate: webhooks that come closer
+/// together share commits) system calls, bytes written and context switches per webhook stay
+/// within a few per cent, so a change that removes work shows in them run to run.
 struct ProcessWork: Sendable {
     /// User and system CPU time.
     var cpuSeconds: Double
