@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a process has done so far, read from `/proc` (Linux): its CPU time, and counts of its
-/// work that do not depend on how busy the machine is.
+/// work, which depend on the load it is given rather than on how busy the machine is.
 ///
 /// CPU time per webhook swings by ±15 % between runs of the same binary on the project's shared
 /// two cores, and this machine counts no instructions (no hardware counters for `perf`, and
