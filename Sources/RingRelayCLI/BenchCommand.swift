@@ -222,11 +222,21 @@ enum ProcessMemory {
     /// A kB field of `/proc/<pid>/status`, in MiB.
     private static func statusMiB(_ field: String, pid: Int32?) -> Double? {
         let path = pid.map { "/proc/\($0)/status" } ?? "/proc/self/status"
-        guard let status = procText(path),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field + ":") }),
-            let kilobytes = Double(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-        else { return nil }
-        return kilobytes / 1024
+        guard let status = procText(path), let kilobytes = numbers(status)[Substring(field)] else { return nil }
+        return Double(kilobytes) / 1024
+    }
+
+    /// The `name: number` lines of a `/proc` file (`status`, `io`), each number without its unit
+    /// (`VmRSS:    1234 kB` → 1234).
+    static func numbers(_ text: String) -> [Substring: Int] {
+        var fields: [Substring: Int] = [:]
+        for line in text.split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1)
+            if parts.count == 2, let value = parts[1].split(whereSeparator: \.isWhitespace).first.flatMap({ Int($0) }) {
+                fields[parts[0]] = value
+            }
+        }
+        return fields
     }
 
     /// A `/proc` file's text, read to its end: those files report size 0, and

@@ -51,24 +51,14 @@ struct ProcessWork: Sendable {
 
     private static func counts(pid: Int32) -> Counts? {
         guard let io = ProcessMemory.procText("/proc/\(pid)/io") else { return nil }
-        let fields = numbers(io)
+        let fields = ProcessMemory.numbers(io)
         guard let reads = fields["syscr"], let writes = fields["syscw"], let written = fields["wchar"] else { return nil }
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         let switches = tasks.reduce(0) { total, task in
-            let status = numbers(ProcessMemory.procText("/proc/\(pid)/task/\(task)/status") ?? "")
+            let status = ProcessMemory.numbers(ProcessMemory.procText("/proc/\(pid)/task/\(task)/status") ?? "")
             return total + (status["voluntary_ctxt_switches"] ?? 0) + (status["nonvoluntary_ctxt_switches"] ?? 0)
         }
         return Counts(readCalls: reads, writeCalls: writes, bytesWritten: written, storageBytes: fields["write_bytes"] ?? 0, contextSwitches: switches)
-    }
-
-    /// The `name: number` lines of a `/proc` file.
-    private static func numbers(_ text: String) -> [Substring: Int] {
-        var fields: [Substring: Int] = [:]
-        for line in text.split(separator: "\n") {
-            let parts = line.split(separator: ":", maxSplits: 1)
-            if parts.count == 2, let value = Int(parts[1].trimmingCharacters(in: .whitespaces)) { fields[parts[0]] = value }
-        }
-        return fields
     }
 }
 
