@@ -321,16 +321,23 @@ public final class APNsClient: Service, Sendable {
         } catch let error as HTTP2Endpoint.InvalidURL {
             throw RingRelayError(.unavailable, code: "apns_endpoint_invalid", "The APNs endpoint \(error.url) is not a URL.")
         }
-        let metrics = self.metrics
+        let (metrics, logger, failureLog) = (self.metrics, self.logger, self.failureLog)
         let environmentName = environment.rawValue
         var pool = HTTP2ConnectionPool.Configuration()
         pool.maxConnections = configuration.maxConnections
         pool.keepAliveInterval = TimeAmount(configuration.keepAliveInterval)
+        pool.silenceTimeout = TimeAmount(configuration.connectionSilenceTimeout)
         return HTTP2ConnectionPool(
             endpoint: endpoint, configuration: pool,
             observer: .init(
                 connectionOpened: { metrics.connectionOpened(environment: environmentName) },
                 connectionClosed: { metrics.connectionClosed(environment: environmentName) },
-                pingSent: { metrics.pingSent() }))
+                pingSent: { metrics.pingSent() },
+                connectionRetired: { reason in
+                    metrics.connectionRetired()
+                    failureLog.warning(
+                        "APNs connection closed; its unanswered pushes go again on another", metadata: ["push.reason": .string(reason)],
+                        logger: logger)
+                }))
     }
 }

@@ -18,6 +18,9 @@ public struct APNsConfiguration: Sendable {
     public var retryBaseDelay: Duration = .milliseconds(100)
     /// Idle time after which a connection is PINGed to keep it alive.
     public var keepAliveInterval: Duration = .seconds(3600)
+    /// A connection whose pushes get no frame for this long is PINGed, and closed if nothing
+    /// comes within as long again; its unanswered pushes go again on another connection.
+    public var connectionSilenceTimeout: Duration = .seconds(3)
     /// Connections per credential and environment at most; more open only when every stream of
     /// the open ones is in use (Apple suggests several connections for volume).
     public var maxConnections = 4

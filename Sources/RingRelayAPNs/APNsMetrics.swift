@@ -24,6 +24,11 @@ struct APNsMetrics: Sendable {
         Counter(label: "ringrelay_apns_jwt_mints_total", factory: factory).increment()
     }
 
+    /// `ringrelay_apns_connections_retired_total`: connections closed because they went silent or broke the protocol.
+    func connectionRetired() {
+        Counter(label: "ringrelay_apns_connections_retired_total", factory: factory).increment()
+    }
+
     func pingSent() {
         Counter(label: "ringrelay_apns_pings_total", factory: factory).increment()
     }

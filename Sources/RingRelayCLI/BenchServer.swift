@@ -57,7 +57,11 @@ struct BenchServer {
     }
 
     /// This executable, for starting children of it.
-    static var executable: URL { URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath() }
+    static var executable: URL {
+        // readlink(2) of the link itself: Foundation's resolvingSymlinksInPath walks "/proc/self"
+        // first, and on some kernels and Foundation versions ends at "/proc/self" unresolved.
+        URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+    }
 
     var pid: Int32 { process.processIdentifier }
 

@@ -99,7 +99,16 @@ public final class FCMClient: Service, Sendable {
         }
         var poolConfiguration = HTTP2ConnectionPool.Configuration()
         poolConfiguration.maxConnections = configuration.maxConnections
-        pool = HTTP2ConnectionPool(endpoint: endpoint, configuration: poolConfiguration)
+        let failureLog = self.failureLog
+        pool = HTTP2ConnectionPool(
+            endpoint: endpoint, configuration: poolConfiguration,
+            observer: .init(
+                connectionOpened: {}, connectionClosed: {}, pingSent: {},
+                connectionRetired: { reason in
+                    failureLog.warning(
+                        "FCM connection closed; its unanswered messages go again on another", metadata: ["push.reason": .string(reason)],
+                        logger: logger)
+                }))
         let timeout = configuration.requestTimeout
         self.tokens = FCMTokenManager(
             clock: clock, refreshMargin: configuration.tokenRefreshMargin, rejectionHoldOff: configuration.rejectedAccountHoldOff,

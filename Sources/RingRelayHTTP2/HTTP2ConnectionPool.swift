@@ -38,6 +38,12 @@ public final class HTTP2ConnectionPool: Sendable {
         public var connectTimeout: TimeAmount = .seconds(10)
         /// A connection idle this long is PINGed; `nil` for never.
         public var keepAliveInterval: TimeAmount? = .hours(1)
+        /// A connection whose open streams get no frame for this long is PINGed, and closed if
+        /// no frame arrives within as long again (an idle connection's PING too); its unanswered
+        /// streams then fail as ``HTTP2Failure/Kind-swift.enum/connectionLost``, to be sent again.
+        /// Well inside a request timeout, so a peer or path that went silent costs seconds, not
+        /// the pushes queued behind it.
+        public var silenceTimeout: TimeAmount = .seconds(3)
         /// How often one request is sent again after the server refused it unprocessed.
         public var maxRefusals = 8
 
@@ -51,8 +57,11 @@ public final class HTTP2ConnectionPool: Sendable {
         public var connectionOpened: @Sendable () -> Void = {}
         /// A connection closed.
         public var connectionClosed: @Sendable () -> Void = {}
-        /// A keep-alive PING was sent.
+        /// A PING was sent (keep-alive, or asking a silent connection whether it lives).
         public var pingSent: @Sendable () -> Void = {}
+        /// A connection closed itself, for the reason given: it went silent, or the peer broke
+        /// the protocol so that NIO failed it.
+        public var connectionRetired: @Sendable (String) -> Void = { _ in }
 
         /// No hooks.
         public init() {}
@@ -60,11 +69,12 @@ public final class HTTP2ConnectionPool: Sendable {
         /// The given hooks.
         public init(
             connectionOpened: @escaping @Sendable () -> Void, connectionClosed: @escaping @Sendable () -> Void,
-            pingSent: @escaping @Sendable () -> Void
+            pingSent: @escaping @Sendable () -> Void, connectionRetired: @escaping @Sendable (String) -> Void = { _ in }
         ) {
             self.connectionOpened = connectionOpened
             self.connectionClosed = connectionClosed
             self.pingSent = pingSent
+            self.connectionRetired = connectionRetired
         }
     }
 
@@ -366,11 +376,13 @@ public final class HTTP2ConnectionPool: Sendable {
     private func connect(on loop: any EventLoop, home: Bool) {
         let observer = self.observer
         HTTP2PoolConnection.connect(
-            to: endpoint, on: loop, connectTimeout: configuration.connectTimeout, keepAlive: configuration.keepAliveInterval,
+            to: endpoint, on: loop, connectTimeout: configuration.connectTimeout,
+            liveness: .init(silence: configuration.silenceTimeout, keepAlive: configuration.keepAliveInterval),
+            maxStreams: configuration.maxStreamsPerConnection,
             onOpen: { [weak self] connection in
                 self?.state.withLock { $0.slots[ObjectIdentifier(connection)] = Slot(connection: connection) }
             },
-            onPing: observer.pingSent,
+            onPing: observer.pingSent, onRetire: observer.connectionRetired,
             onEvent: { [weak self] id, event in self?.handle(event, on: id) },
             onStreamsClosed: { [weak self] id, count in self?.streamsClosed(count, on: id) }
         ).whenComplete { [weak self] result in

@@ -34,10 +34,16 @@ final class HTTP2PoolConnection: Sendable {
     /// The HTTP/2 handler is in the pipeline before the TLS handshake ends, so a server preface
     /// that arrives with the handshake's last flight is never missed. `onOpen` runs (on the event
     /// loop) before any frame is read, so the pool knows the connection when its SETTINGS come.
-    /// `onStreamsClosed` gives back the slots of streams NIO has closed.
+    /// `onStreamsClosed` gives back the slots of streams NIO has closed; `onRetire` says why a
+    /// connection closes itself (silent, or failed by NIO; see ``HTTP2StreamTable``).
+    ///
+    /// The pipeline: TLS, the ALPN check, ``HTTP2FrameGuard`` on the decrypted bytes, NIO's HTTP/2
+    /// handler (which tells ``HTTP2GoAwayWatcher`` of every frame it writes), the stream table.
     static func connect(
-        to endpoint: HTTP2Endpoint, on loop: any EventLoop, connectTimeout: TimeAmount, keepAlive: TimeAmount?,
+        to endpoint: HTTP2Endpoint, on loop: any EventLoop, connectTimeout: TimeAmount, liveness: HTTP2StreamTable.Liveness,
+        maxStreams: Int,
         onOpen: @escaping @Sendable (HTTP2PoolConnection) -> Void, onPing: @escaping @Sendable () -> Void,
+        onRetire: @escaping @Sendable (String) -> Void,
         onEvent: @escaping @Sendable (ObjectIdentifier, Event) -> Void,
         onStreamsClosed: @escaping @Sendable (ObjectIdentifier, Int) -> Void
     ) -> EventLoopFuture<HTTP2PoolConnection> {
@@ -59,10 +65,13 @@ final class HTTP2PoolConnection: Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: serverName))
                     try sync.addHandler(ALPNCheck(readiness: readiness))
+                    let streams = HTTP2StreamTable(authority: endpoint.authority, liveness: liveness)
+                    try sync.addHandler(HTTP2FrameGuard(streams: streams))
                     try sync.addHandler(
-                        NIOHTTP2Handler(mode: .client, connectionConfiguration: Self.connectionConfiguration, streamConfiguration: Self.streamConfiguration))
-                    if let keepAlive { try HTTP2KeepAliveHandler.add(to: sync, idleTime: keepAlive, onPing: onPing) }
-                    let streams = HTTP2StreamTable(authority: endpoint.authority)
+                        NIOHTTP2Handler(
+                            mode: .client, frameDelegate: HTTP2GoAwayWatcher(streams: NIOLoopBound(streams, eventLoop: channel.eventLoop)),
+                            connectionConfiguration: Self.connectionConfiguration(maxStreams: maxStreams),
+                            streamConfiguration: Self.streamConfiguration))
                     let connection = HTTP2PoolConnection(channel: channel, streams: streams)
                     let id = ObjectIdentifier(connection)
                     streams.onEvent = { event in
@@ -70,6 +79,8 @@ final class HTTP2PoolConnection: Sendable {
                         onEvent(id, event)
                     }
                     streams.onStreamsClosed = { count in onStreamsClosed(id, count) }
+                    streams.onPing = onPing
+                    streams.onRetire = onRetire
                     try sync.addHandler(streams)
                     readiness.connection = connection
                     onOpen(connection)
@@ -86,15 +97,25 @@ final class HTTP2PoolConnection: Sendable {
 
     /// What this client announces: streams the server may open (none are expected; pushes are
     /// refused by `enablePush`) and a header list limit.
-    private static let connectionConfiguration: NIOHTTP2Handler.ConnectionConfiguration = {
+    ///
+    /// NIO ignores frames on a stream this client reset only while the stream is among the last
+    /// `maximumRecentlyResetStreams` it reset; any later answer is a connection error that fails
+    /// every stream. A connection can time out all of its streams at once (a peer that stalls),
+    /// so it remembers twice as many as it can have open. NIO's glitch limit (200 stream errors
+    /// over a connection's life, then the connection is failed) is a server's defence against
+    /// abusive clients; a push connection lives for hours and talks only to its service, so it is
+    /// raised out of reach.
+    private static func connectionConfiguration(maxStreams: Int) -> NIOHTTP2Handler.ConnectionConfiguration {
         var configuration = NIOHTTP2Handler.ConnectionConfiguration()
         configuration.initialSettings = [
             HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 16 * 1024),
             HTTP2Setting(parameter: .enablePush, value: 0),
         ]
+        configuration.maximumRecentlyResetStreams = max(2 * maxStreams, 32)
+        configuration.maximumConnectionGlitches = 1 << 30
         return configuration
-    }()
+    }
 
     /// A server may reset every stream right after answering it (RFC 9113 §8.1: nginx does, when
     /// it answers before reading the body). NIO's rapid-reset guard, meant for servers, would count
@@ -183,33 +204,3 @@ private final class ALPNCheck: ChannelInboundHandler {
 
 @available(*, unavailable)
 extension ALPNCheck: Sendable {}
-
-/// Sends an HTTP/2 PING when a connection has seen no traffic for a while, so idle connections
-/// stay open (Apple asks providers to keep connections for hours rather than reconnect per burst).
-final class HTTP2KeepAliveHandler: ChannelInboundHandler, Sendable {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
-
-    private let onPing: @Sendable () -> Void
-
-    init(onPing: @escaping @Sendable () -> Void) {
-        self.onPing = onPing
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .all {
-            let ping = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: .random(in: .min ... .max)), ack: false))
-            context.writeAndFlush(wrapOutboundOut(ping), promise: nil)
-            onPing()
-            return
-        }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    /// Adds the idle watcher (before the HTTP/2 handler, on raw bytes) and the PING sender (after it).
-    static func add(to pipeline: ChannelPipeline.SynchronousOperations, idleTime: TimeAmount, onPing: @escaping @Sendable () -> Void) throws {
-        let http2 = try pipeline.handler(type: NIOHTTP2Handler.self)
-        try pipeline.addHandler(IdleStateHandler(allTimeout: idleTime), position: .before(http2))
-        try pipeline.addHandler(HTTP2KeepAliveHandler(onPing: onPing), position: .after(http2))
-    }
-}

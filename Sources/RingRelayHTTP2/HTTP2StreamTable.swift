@@ -39,7 +39,12 @@ struct HTTP2StreamStart: Sendable {
 /// pool's count of open streams never runs ahead of NIO's.
 ///
 /// It also reports the connection-level frames the pool acts on (the peer's SETTINGS and GOAWAY),
-/// and gives the peer back its flow-control window as answers are read.
+/// gives the peer back its flow-control window as answers are read, and keeps the connection
+/// honest (``Liveness``): while streams wait, a connection that reads no frame for
+/// ``Liveness/silence`` is sent a PING, and is closed if nothing arrives within as long again; an
+/// idle one is PINGed every ``Liveness/keepAlive``; one NIO has failed (it wrote a GOAWAY after a
+/// protocol error, and decodes nothing further) is closed at once. Closing ends its unanswered
+/// streams as `connectionLost`, so the push clients send them again on another connection.
 final class HTTP2StreamTable: ChannelInboundHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
@@ -65,15 +70,31 @@ final class HTTP2StreamTable: ChannelInboundHandler {
         var unacknowledged = 0
     }
 
+    /// When a connection is checked for signs of life.
+    struct Liveness {
+        /// While streams wait for answers: no frame read for this long earns a PING, and no frame
+        /// for as long again after it closes the connection.
+        var silence: TimeAmount
+        /// While no stream is open: a PING this often (`nil` for never), answered within `silence`.
+        var keepAlive: TimeAmount?
+    }
+
     /// `host[:port]`, the `:authority` of every request.
     private let authority: String
+    private let liveness: Liveness
     /// The peer's SETTINGS and GOAWAY, stream ids running out (as a GOAWAY), and the connection closing.
     var onEvent: (HTTP2PoolConnection.Event) -> Void = { _ in }
     /// This many streams are closed, in NIO's count too: their slots are free.
     var onStreamsClosed: (Int) -> Void = { _ in }
+    /// A PING was sent (to keep an idle connection, or to ask a silent one whether it lives).
+    var onPing: () -> Void = {}
+    /// The connection is being closed for the reason given (silent, or failed by NIO).
+    var onRetire: (String) -> Void = { _ in }
 
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: Stream] = [:]
+    /// Streams opened and not yet given their result.
+    private var waiting = 0
     private var nextStreamID: HTTP2StreamID = 1
     /// Stream ids are used up: the connection takes no more streams.
     private var exhausted = false
@@ -84,13 +105,31 @@ final class HTTP2StreamTable: ChannelInboundHandler {
     /// One timer for every stream's timeout, at the earliest deadline of those waiting.
     private var timer: Scheduled<Void>?
     private var timerDeadline: NIODeadline?
+    /// Streams the peer has ended (END_STREAM or RST_STREAM), as ``HTTP2FrameGuard`` saw them in
+    /// the bytes, until NIO closes them; a DATA frame on them is dropped.
+    private var endedByPeer: Set<HTTP2StreamID> = []
+    /// The connection's receive window as NIO counts it, and the bytes the peer spent of it that
+    /// NIO never saw (DATA frames the guard dropped): the peer's view is the difference.
+    private var connectionWindow = HTTP2StreamTable.window
+    private var uncountedBytes = 0
+    /// A frame has been read since the liveness check last ran.
+    private var readSinceCheck = false
+    /// The PING sent to a silent or idle connection, while its answer is awaited.
+    private var pingOutstanding = false
+    private var livenessCheck: Scheduled<Void>?
+    private var livenessCheckDeadline: NIODeadline?
+    /// Why NIO failed the connection (the error it reported with its GOAWAY), once it has.
+    private var failure: (any Error)?
+    private var failed = false
 
-    init(authority: String) {
+    init(authority: String, liveness: Liveness) {
         self.authority = authority
+        self.liveness = liveness
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
+        if let keepAlive = liveness.keepAlive { scheduleLivenessCheck(in: keepAlive, context: context) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -105,6 +144,12 @@ final class HTTP2StreamTable: ChannelInboundHandler {
             for start in starts { start.ended(.refused) }
             onStreamsClosed(starts.count)
             return
+        }
+        if waiting == 0 {
+            // Waiting starts now: the connection has `silence` to show signs of life.
+            readSinceCheck = false
+            pingOutstanding = false
+            scheduleLivenessCheck(in: liveness.silence, context: context)
         }
         for start in starts { open(start, context: context) }
         flushSoon(context: context)
@@ -137,6 +182,7 @@ final class HTTP2StreamTable: ChannelInboundHandler {
         }
         let deadline = NIODeadline.now() + start.timeout
         streams[id] = Stream(ended: start.ended, deadline: deadline)
+        waiting += 1
         armTimer(at: deadline, context: context)
 
         let request = start.request
@@ -163,6 +209,7 @@ final class HTTP2StreamTable: ChannelInboundHandler {
                 guard streams[id] != nil else { return }
                 finish(id, .refused)
                 streams[id] = nil
+                endedByPeer.remove(id)
                 onStreamsClosed(1)
             }
         }
@@ -176,6 +223,7 @@ final class HTTP2StreamTable: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         let id = frame.streamID
+        readSinceCheck = true
         switch frame.payload {
         case .settings(.settings(let settings)):
             // NIO has applied (and acknowledged) these before passing them on.
@@ -213,8 +261,9 @@ final class HTTP2StreamTable: ChannelInboundHandler {
             streamClosed(closed.streamID, reason: closed.reason)
         case let update as NIOHTTP2WindowUpdatedEvent:
             // The connection's receive window, as NIO counts it (frames it dropped included).
-            if update.streamID == .rootStream, let inbound = update.inboundWindowSize, inbound <= Self.window / 2 {
-                windowUpdate(.rootStream, increment: Self.window - inbound)
+            if update.streamID == .rootStream, let inbound = update.inboundWindowSize {
+                connectionWindow = inbound
+                replenishConnectionWindow()
             }
         case is NIOHTTP2StreamCreatedEvent:
             break
@@ -224,6 +273,7 @@ final class HTTP2StreamTable: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if failed, failure == nil { failure = error }
         // An error of one stream we wrote to (a frame NIO would not send). Errors of the
         // connection, or of a stream the peer broke, come with a GOAWAY or a reset and end the
         // streams through `channelInactive` or `StreamClosedEvent`.
@@ -241,10 +291,14 @@ final class HTTP2StreamTable: ChannelInboundHandler {
         inactive = true
         timer?.cancel()
         timer = nil
+        livenessCheck?.cancel()
+        livenessCheck = nil
+        endedByPeer.removeAll()
         // The pool forgets the connection first, so the streams it sends again go elsewhere.
         onEvent(.closed)
         let open = streams
         streams.removeAll()
+        waiting = 0
         for (id, stream) in open where !stream.finished {
             stream.ended(lost(id, headersWritten: stream.headersWritten, "the connection closed before the answer"))
         }
@@ -258,7 +312,9 @@ final class HTTP2StreamTable: ChannelInboundHandler {
     /// id): its slot is free.
     private func streamClosed(_ id: HTTP2StreamID, reason: HTTP2ErrorCode?) {
         guard let stream = streams.removeValue(forKey: id) else { return }
+        endedByPeer.remove(id)
         if !stream.finished {
+            waiting -= 1
             let result: HTTP2StreamResult =
                 switch reason {
                 case .refusedStream?: .refused
@@ -284,6 +340,7 @@ final class HTTP2StreamTable: ChannelInboundHandler {
         guard let ended = streams[id].flatMap({ $0.finished ? nil : $0.ended }) else { return }
         streams[id]!.finished = true
         streams[id]!.body = []
+        waiting -= 1
         ended(result)
     }
 
@@ -347,11 +404,116 @@ final class HTTP2StreamTable: ChannelInboundHandler {
         windowUpdate(id, increment: unacknowledged)
     }
 
+    /// Tops the connection's receive window up to its full size, as the peer counts it, once
+    /// half of it is spent.
+    private func replenishConnectionWindow() {
+        let peerView = connectionWindow - uncountedBytes
+        guard peerView <= Self.window / 2 else { return }
+        let increment = Self.window - peerView
+        connectionWindow += increment
+        windowUpdate(.rootStream, increment: increment)
+    }
+
     private func windowUpdate(_ id: HTTP2StreamID, increment: Int) {
         guard let context, increment > 0 else { return }
         context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
     }
 }
 
+// MARK: - What the frame guard asks and tells
+
+extension HTTP2StreamTable: HTTP2PeerEndedStreams {
+    func peerHasEnded(_ id: HTTP2StreamID) -> Bool {
+        if endedByPeer.contains(id) { return true }
+        // A stream of this client (odd) that was opened and is no longer in the table is closed.
+        return Int(id) % 2 == 1 && id < nextStreamID && streams[id] == nil
+    }
+
+    func notePeerEnded(_ id: HTTP2StreamID) {
+        if streams[id] != nil { endedByPeer.insert(id) }
+    }
+
+    func peerSpentUncountedBytes(_ count: Int) {
+        guard count > 0 else { return }
+        uncountedBytes += count
+        replenishConnectionWindow()
+        context?.flush()
+    }
+}
+
+// MARK: - Liveness
+
+extension HTTP2StreamTable {
+    /// NIO wrote a GOAWAY: it met a connection error (a frame it could not accept), reported it
+    /// through `errorCaught`, and will decode nothing more of what it had read. Nothing on this
+    /// connection can be answered any more, so it closes — once the error has come through.
+    func connectionFailedByNIO() {
+        guard !failed, let context else { return }
+        failed = true
+        context.eventLoop.assumeIsolated().execute { [self] in
+            guard !inactive else { return }
+            retire("the HTTP/2 connection failed: \(failure.map { String(describing: $0) } ?? "GOAWAY sent")")
+        }
+    }
+
+    private func scheduleLivenessCheck(in delay: TimeAmount, context: ChannelHandlerContext) {
+        let deadline = NIODeadline.now() + delay
+        if let livenessCheckDeadline, livenessCheckDeadline <= deadline { return }
+        livenessCheck?.cancel()
+        livenessCheckDeadline = deadline
+        livenessCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) { [self] in checkLiveness() }
+    }
+
+    /// Runs every `silence` while streams wait (and every `keepAlive` while none do): a frame read
+    /// since the last check is a sign of life; none earns a PING, and none again after the PING
+    /// closes the connection.
+    private func checkLiveness() {
+        livenessCheck = nil
+        livenessCheckDeadline = nil
+        guard let context, !inactive else { return }
+        let busy = waiting > 0
+        if readSinceCheck {
+            readSinceCheck = false
+            pingOutstanding = false
+        } else if pingOutstanding {
+            retire("no frame within \(liveness.silence.nanoseconds / 1_000_000) ms of a PING")
+            return
+        } else if busy || liveness.keepAlive != nil {
+            ping(context: context)
+            scheduleLivenessCheck(in: liveness.silence, context: context)
+            return
+        }
+        if busy {
+            scheduleLivenessCheck(in: liveness.silence, context: context)
+        } else if let keepAlive = liveness.keepAlive {
+            scheduleLivenessCheck(in: keepAlive, context: context)
+        }
+    }
+
+    private func ping(context: ChannelHandlerContext) {
+        pingOutstanding = true
+        let ping = HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: .random(in: .min ... .max)), ack: false))
+        context.writeAndFlush(wrapOutboundOut(ping), promise: nil)
+        onPing()
+    }
+
+    /// Closes the connection; its streams then end as `connectionLost` (or `refused`, if unsent).
+    private func retire(_ reason: String) {
+        guard let context, !inactive else { return }
+        onRetire(reason)
+        context.close(promise: nil)
+    }
+}
+
 @available(*, unavailable)
 extension HTTP2StreamTable: Sendable {}
+
+/// Tells the stream table when NIO writes a GOAWAY, which this client never sends itself: NIO
+/// does so when the peer broke the protocol in a way that ends the connection.
+struct HTTP2GoAwayWatcher: NIOHTTP2FrameDelegate {
+    let streams: NIOLoopBound<HTTP2StreamTable>
+
+    func wroteFrame(_ frame: HTTP2Frame) {
+        if case .goAway = frame.payload { streams.value.connectionFailedByNIO() }
+    }
+}

@@ -44,7 +44,7 @@ import h2.events
 import h2.exceptions
 from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
-from hyperframe.frame import GoAwayFrame, SettingsFrame, WindowUpdateFrame
+from hyperframe.frame import DataFrame, GoAwayFrame, SettingsFrame, WindowUpdateFrame
 
 SCENARIOS = {
     "apns": "the connection rules only",
@@ -55,6 +55,10 @@ SCENARIOS = {
     "lower-limit": "every --lower-after answers alternate the limit: 3, --raised-limit, ...",
     "close-mid-burst": "close TCP without GOAWAY after --goaway-after answers",
     "slow": "every answer delayed by --delay-ms (200 ms if not given)",
+    "data-after-end-stream": "every answer HEADERS+END_STREAM, then an empty DATA+END_STREAM on the "
+                             "ended stream (nginx does when its HEADERS sat in its write queue)",
+    "silent": "the first connection stops writing anything (answers, PING ACKs) after --goaway-after "
+              "answers, and keeps its socket open; later connections answer as usual",
 }
 MCS = SettingCodes.MAX_CONCURRENT_STREAMS
 H2_SETTINGS_BASE = {SettingCodes.MAX_HEADER_LIST_SIZE: h2.connection.H2Connection.DEFAULT_MAX_HEADER_LIST_SIZE}
@@ -219,6 +223,7 @@ class StrictH2Connection(asyncio.Protocol):
         self.read_no = self.closed_this_read = 0
         self.new_streams = self.processed = self.max_processed_id = 0
         self.goaway_last_id = None
+        self.silent = False           # silent scenario: nothing more is written on this connection
 
     # -- plumbing
     def connection_made(self, transport):
@@ -245,11 +250,12 @@ class StrictH2Connection(asyncio.Protocol):
 
     def flush(self):
         if self.h2 is not None and not self.closed and (data := self.h2.data_to_send()):
-            self.transport.write(data)
+            if not self.silent:
+                self.transport.write(data)
 
     def write_raw(self, frame):
         self.flush()  # keep ordering with whatever h2 has queued
-        if not self.closed:
+        if not self.closed and not self.silent:
             self.transport.write(frame.serialize())
 
     def close(self):
@@ -405,13 +411,16 @@ class StrictH2Connection(asyncio.Protocol):
         self.respond(req)
 
     def respond(self, req):
-        if self.closed or self.active.get(req.stream_id) is not req:
+        if self.closed or self.silent or self.active.get(req.stream_id) is not req:
             return
         req.status, headers, req.answer_body = answer_for(
             req, self.opts, have_body=self.scenario != "rst-after-response")
         split = self.scenario == "response-on-data"
         self.h2.send_headers(req.stream_id, headers, end_stream=not (req.answer_body or split))
         self.flush()
+        if self.scenario == "data-after-end-stream" and not req.answer_body:
+            # A second END_STREAM, on a stream already ended: a protocol slip nginx makes.
+            self.write_raw(DataFrame(req.stream_id, data=b"", flags=["END_STREAM"]))
         if split:  # HEADERS now, DATA + END_STREAM ~2 ms later
             asyncio.get_running_loop().call_later(0.002, self.send_body, req)
         elif req.answer_body:
@@ -478,6 +487,9 @@ class StrictH2Connection(asyncio.Protocol):
                 for req in list(self.active.values()):
                     self.drop(req, "dropped_by_close")
                 self.close_write()
+            elif self.scenario == "silent" and self.id == 1:
+                self.silent = True
+                self.log("silent", conn=self.id)
         if self.goaway_last_id is not None and not self.active and not self.close_scheduled:
             self.close_scheduled = True
             asyncio.get_running_loop().call_later(0.05, self.close)

@@ -47,8 +47,11 @@ import Testing
         static var topic: String { APNsInteropTests.topic }
     }
 
-    static func harness(_ server: InteropServer, keyID: String = keyID, timeout: Duration = .seconds(10)) throws -> Harness {
+    static func harness(
+        _ server: InteropServer, keyID: String = keyID, timeout: Duration = .seconds(10), silence: Duration = .seconds(3)
+    ) throws -> Harness {
         var configuration = APNsConfiguration()
+        configuration.connectionSilenceTimeout = silence
         configuration.productionEndpoint = server.url
         configuration.sandboxEndpoint = server.url
         configuration.extraTrustRootsFile = server.caFile
@@ -93,7 +96,9 @@ import Testing
 
     // MARK: The strict server
 
-    @Test(arguments: ["apns", "response-on-data", "rst-after-response", "refused", "goaway", "lower-limit", "close-mid-burst"])
+    @Test(arguments: [
+        "apns", "response-on-data", "rst-after-response", "refused", "goaway", "lower-limit", "close-mid-burst", "data-after-end-stream",
+    ])
     func everyPushArrivesExactlyOnce(scenario: String) async throws {
         let server = try await InteropServer.strict(
             scenario: scenario, arguments: ["--goaway-after", "40", "--refuse-every", "7", "--lower-after", "60", "--expect-key-id", Self.keyID])
@@ -102,6 +107,25 @@ import Testing
         await Self.expectExactlyOnce(results, at: server)
         let violations = server.events().filter { $0.event == "violation" }
         #expect(violations.isEmpty, "the client broke the server's rules: \(violations.prefix(3))")
+        await harness.shutdown()
+    }
+
+    @Test func aConnectionThatFallsSilentIsClosedAndItsPushesGoOnAnother() async throws {
+        // The first connection stops writing after 40 answers (no answers, no PING ACKs) and
+        // keeps its socket open, as a dead path or a hung peer does. Its 260 waiting pushes must
+        // not wait for their 10 s request timeout, nor hold the pool.
+        let server = try await InteropServer.strict(scenario: "silent", arguments: ["--goaway-after", "40"])
+        let harness = try Self.harness(server, silence: .milliseconds(500))
+        let started = ContinuousClock.now
+        let results = try await harness.fanOut(300)
+        let elapsed = ContinuousClock.now - started
+        // The silent connection answered none of them, so the server processed each once.
+        await Self.expectExactlyOnce(results, at: server)
+        #expect(server.events().contains { $0.event == "silent" })
+        #expect(elapsed < .seconds(8), "took \(elapsed)")
+        let retired = harness.log.lines.filter { $0.contains("APNs connection closed") }
+        #expect(retired.count == 1, "\(harness.log.lines.prefix(3))")
+        #expect(retired.allSatisfy { $0.contains("no frame within 500 ms of a PING") }, "\(retired)")
         await harness.shutdown()
     }
 

@@ -15,7 +15,8 @@ final class ServerProcess: Sendable {
 
     /// The `ringrelay` binary built next to this test bundle.
     static var binary: URL {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        // readlink(2) of the link itself (resolvingSymlinksInPath can stop at "/proc/self").
+        let executable = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
         return executable.deletingLastPathComponent().appendingPathComponent("ringrelay")
     }
 
