@@ -9,6 +9,25 @@ import RingRelayCore
 import RingRelayTesting
 import RingRelayWire
 
+extension InteropDoorKind: ExpressibleByArgument {
+    /// `nginx-direct`, `nginx-tls-front`, `haproxy`, `nghttpx`, `h2o`, `chaos`.
+    var argumentName: String {
+        switch self {
+        case .nginxDirect: "nginx-direct"
+        case .nginxTLSFront: "nginx-tls-front"
+        default: rawValue
+        }
+    }
+
+    public init?(argument: String) {
+        guard let kind = Self.allCases.first(where: { $0.argumentName == argument }) else { return nil }
+        self = kind
+    }
+
+    public var defaultValueDescription: String { argumentName }
+    public static var allValueStrings: [String] { allCases.map(\.argumentName) }
+}
+
 extension BenchCommand {
     /// `ringrelay bench fanout`: one call to thousands of `apns_voip` bindings, through a real
     /// server process, to an HTTP/2 server RingRelay did not write (nginx).
@@ -17,17 +36,22 @@ extension BenchCommand {
             commandName: "fanout",
             abstract: "One call to --devices apns_voip bindings through a `ringrelay serve` child process, to nginx as the APNs endpoint.",
             discussion: """
-                Starts nginx (Debian's; `apt-get install nginx-light`) on a free port answering 200 to every \
-                POST /3/device/…, or uses --endpoint and --ca-file for a server you run. Starts `ringrelay serve` \
+                Starts a door (--door; nginx by default, Debian's, answering 200 to every POST /3/device/…; the \
+                others put nginx's own TLS front, HAProxy, nghttpx or a byte-chaos proxy before it, or are h2o), \
+                or uses --endpoint and --ca-file for a server you run. Starts `ringrelay serve` \
                 (this same executable) as a child on an empty data directory pointed at it, creates an account with \
                 APNs token credentials, one identity with --devices apns_voip bindings and, to warm up (connection, \
-                provider token), a second identity with one. Then places one call with POST /v1/calls and times it \
-                until nginx has logged every push (or, with --endpoint, until the call's deliveries are all answered). \
-                Reports pushes/s, duplicates and the server's CPU time per push. Build with -c release.
+                provider token), a second identity with one. Then places one call with POST /v1/calls and times it, \
+                on a monotonic clock polled every 200 µs, until the door's server has logged every push (or, with \
+                --endpoint, until the server's own ringrelay_push_total counts every push answered, polled every \
+                2 ms). Reports pushes/s, requests at the door's server, duplicates and the server's CPU time per \
+                push. Build with -c release.
                 """)
 
         @Option(help: "apns_voip bindings of the callee.") var devices = 10_000
-        @Option(help: "Use this HTTP/2 endpoint instead of starting nginx, e.g. https://127.0.0.1:9443.") var endpoint: String?
+        @Option(help: "The door to start as the APNs endpoint: \(InteropDoorKind.allValueStrings.joined(separator: ", ")).")
+        var door: InteropDoorKind = .nginxDirect
+        @Option(help: "Use this HTTP/2 endpoint instead of starting a door, e.g. https://127.0.0.1:9443.") var endpoint: String?
         @Option(help: "PEM certificates to trust for --endpoint.") var caFile: String?
         @Option(help: "Calls to place, one after another (each to every binding).") var calls = 3
         @Flag(help: "Print the result as JSON.") var json = false
@@ -38,13 +62,13 @@ extension BenchCommand {
         }
 
         func run() async throws {
-            var nginx: InteropServer?
+            var nginx: InteropDoor?
             let url: String
             let trust: String
             if let endpoint, let caFile {
                 (url, trust) = (endpoint, caFile)
             } else {
-                let started = try await InteropServer.nginx(maxConcurrentStreams: 1000)
+                let started = try await InteropDoor.start(door, maxConcurrentStreams: 1000)
                 nginx = started
                 (url, trust) = (started.url, started.caFile)
             }
@@ -62,7 +86,7 @@ extension BenchCommand {
             try emit(result, summary: result.summary, json: json)
         }
 
-        private func measure(http: HTTPClient, server: BenchServer, nginx: InteropServer?) async throws -> FanoutBenchResult {
+        private func measure(http: HTTPClient, server: BenchServer, nginx: InteropDoor?) async throws -> FanoutBenchResult {
             let api = Setup(http: http, base: server.base)
             let account = try await server.createAccount(http: http)
             let key = account.apiKey
@@ -90,6 +114,7 @@ extension BenchCommand {
             var runs: [FanoutBenchResult.Run] = []
             for _ in 0..<calls {
                 let before = nginx?.loggedRequestCount() ?? 0
+                let pushedBefore = nginx == nil ? try await Self.pushesAnswered(api: api, adminToken: server.adminToken) : 0
                 let workBefore = ProcessWork.of(pid: server.pid)
                 let started = ContinuousClock.now
                 // The answer lists every delivery (megabytes for 10,000): it is decoded after the
@@ -99,9 +124,16 @@ extension BenchCommand {
                 var arrived = 0
                 let deadline = ContinuousClock.now + .seconds(60)
                 if let nginx {
+                    // The door's server logs each request as it answers: poll its log (read
+                    // incrementally) on a monotonic clock.
                     while arrived < devices, ContinuousClock.now < deadline {
-                        try await Task.sleep(for: .milliseconds(5))
+                        try await Task.sleep(for: .microseconds(200))
                         arrived = nginx.loggedRequestCount() - before
+                    }
+                } else {
+                    // A server of unknown make: the RingRelay server's own count of answered pushes.
+                    while try await Self.pushesAnswered(api: api, adminToken: server.adminToken) - pushedBefore < devices, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(2))
                     }
                 }
                 let elapsed = ContinuousClock.now - started
@@ -109,25 +141,20 @@ extension BenchCommand {
                 let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: answer)
                 // Every delivery's answer, as the API reports it (write-behind: give it a moment).
                 var outcomes: [String: Int] = [:]
-                var lastRecord: CallResource?
                 while ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(200))
                     let record = try await Self.call(.GET, "/v1/calls/\(call.id)", api: api, key: key)
-                    lastRecord = record
                     outcomes = Dictionary((record.deliveries ?? []).map { ($0.outcome, 1) }, uniquingKeysWith: +)
                     if outcomes["pending", default: 0] == 0, (record.deliveries?.count ?? 0) == devices { break }
                 }
-                // Without nginx's log to watch, the call's own record says when the last answer came.
-                let lastAnswer = lastRecord?.deliveries?.compactMap(\.completedAt).max()
-                let total = nginx == nil ? lastAnswer.map { Duration.seconds($0.timeIntervalSince(call.createdAt)) } ?? elapsed : elapsed
                 runs.append(
                     FanoutBenchResult.Run(
-                        seconds: total.timeInterval, pushesPerSecond: Double(devices) / total.timeInterval, arrivedAtServer: nginx == nil ? nil : arrived,
+                        seconds: elapsed.timeInterval, pushesPerSecond: Double(devices) / elapsed.timeInterval, arrivedAtServer: nginx == nil ? nil : arrived,
                         duplicates: nginx.map { Self.duplicates(in: $0, after: before) }, outcomes: outcomes,
                         serverCPUMicrosecondsPerPush: work?.cpuMicroseconds ?? 0, serverWork: work))
             }
             return FanoutBenchResult(
-                devices: devices, endpoint: nginx == nil ? "external" : "nginx", runs: runs,
+                devices: devices, endpoint: nginx == nil ? "external" : door.argumentName, runs: runs,
                 peakRSSMiB: ProcessMemory.peakResidentMiB(pid: server.pid), allocator: ProcessMemory.allocator(pid: server.pid))
         }
 
@@ -145,8 +172,20 @@ extension BenchCommand {
             return data
         }
 
-        /// Requests of this call nginx received more than once (for the same device token).
-        private static func duplicates(in nginx: InteropServer, after before: Int) -> Int {
+        /// Pushes the server has had answered (or given up), by its `/metrics`: the sum of every
+        /// `ringrelay_push_total` series.
+        private static func pushesAnswered(api: Setup, adminToken: String) async throws -> Int {
+            let (status, body) = try await api.exchange(.GET, "/metrics", adminToken, "")
+            guard status == 200 else { throw ValidationError("GET /metrics answered \(status).") }
+            var total = 0.0
+            for line in String(decoding: body, as: UTF8.self).split(separator: "\n") where line.hasPrefix("ringrelay_push_total{") {
+                if let value = line.split(separator: " ").last.flatMap({ Double($0) }) { total += value }
+            }
+            return Int(total)
+        }
+
+        /// Requests of this call the door's server received more than once (for the same device token).
+        private static func duplicates(in nginx: InteropDoor, after before: Int) -> Int {
             let received = nginx.processedRequests().dropFirst(before)
             return received.count - Set(received).count
         }

@@ -7,7 +7,8 @@ import Synchronization
 /// `REFUSED_STREAM`, resets after the answer) and logs every request it processed.
 ///
 /// `scripts/test` installs both (`nginx-light` from Debian, `h2` from PyPI). Both log what they
-/// received, so a test checks delivery at the server, not only at the client.
+/// received, so a test checks delivery at the server, not only at the client. ``InteropDoor``
+/// puts other HTTP/2 servers and proxies (HAProxy, nghttpx, h2o, …) in front of this nginx.
 ///
 /// ```swift
 /// let server = try await InteropServer.strict(scenario: "goaway")
@@ -21,14 +22,18 @@ public final class InteropServer: Sendable {
     /// The server's certificate (a CA), PEM, to trust.
     public let caFile: String
     private let process: Process
-    private let directory: TemporaryDirectory
+    /// The server's files: certificate, key, configuration, logs; an ``InteropDoor`` puts its
+    /// front's files here too, so that one `stop()` removes them all.
+    let directory: TemporaryDirectory
     private let logFile: String
     private let kind: Kind
     private let logCount = Mutex<(offset: UInt64, lines: Int)>((0, 0))
 
-    private enum Kind {
+    enum Kind {
         case strict
         case nginx
+        /// h2o (``InteropDoor``'s `.h2o`), whose access log is written in nginx's format.
+        case h2o
     }
 
     /// One line of the strict server's log.
@@ -51,7 +56,7 @@ public final class InteropServer: Sendable {
         public var hpackTable: [String]?
     }
 
-    private init(url: String, caFile: String, process: Process, directory: TemporaryDirectory, logFile: String, kind: Kind) {
+    init(url: String, caFile: String, process: Process, directory: TemporaryDirectory, logFile: String, kind: Kind) {
         self.url = url
         self.caFile = caFile
         self.process = process
@@ -89,9 +94,23 @@ public final class InteropServer: Sendable {
     /// Debian's nginx, answering `200` to every `POST /3/device/…` (as in the APNs interop
     /// report: `http2_max_concurrent_streams`, `keepalive_requests 100000000`), logging each request.
     public static func nginx(maxConcurrentStreams: Int = 1000) async throws -> InteropServer {
+        try await launchNginx(maxConcurrentStreams: maxConcurrentStreams, tlsFront: false).server
+    }
+
+    /// Where Debian's `libnginx-mod-stream` puts nginx's `stream {}` module.
+    static let nginxStreamModule = "/usr/lib/nginx/modules/ngx_stream_module.so"
+
+    /// nginx as ``nginx(maxConcurrentStreams:)`` starts it; with `tlsFront`, the same nginx also
+    /// has a `stream {}` server on a second port that terminates TLS (ALPN `h2` only) and passes
+    /// the bytes on to a plain-HTTP/2 (h2c) listener of the same `http {}` server on a Unix
+    /// socket, and that port comes back as `frontPort` (``InteropDoor``'s `.nginxTLSFront`).
+    static func launchNginx(maxConcurrentStreams: Int, tlsFront: Bool) async throws -> (server: InteropServer, frontPort: Int?) {
         let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"].first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let binary else {
             throw Unavailable("nginx is not installed (apt-get install nginx-light; scripts/test installs it).")
+        }
+        if tlsFront, !FileManager.default.fileExists(atPath: nginxStreamModule) {
+            throw Unavailable("nginx's stream module is not installed (apt-get install libnginx-mod-stream; scripts/test installs it).")
         }
         var lastError = ""
         // A free port is found by binding and closing; another process may take it meanwhile, so try a few.
@@ -99,16 +118,41 @@ public final class InteropServer: Sendable {
             let directory = try TemporaryDirectory(prefix: "ringrelay-nginx")
             let (certFile, keyFile) = try writeCertificate(in: directory)
             let port = try freePort()
+            var frontPort: Int?
+            while tlsFront, frontPort == nil || frontPort == port { frontPort = try freePort() }
             let logFile = directory.appending("access.log")
             let pidFile = directory.appending("nginx.pid")
+            let socketFile = directory.appending("h2c.sock")
+            // sockaddr_un holds 108 bytes with the terminating zero.
+            if tlsFront, socketFile.utf8.count > 107 {
+                directory.remove()
+                throw Unavailable("the temporary directory's path is too long for a Unix socket: \(socketFile)")
+            }
             try FileManager.default.createDirectory(atPath: directory.appending("tmp"), withIntermediateDirectories: true)
+            // The stream server is a byte pipe: nginx's HTTP/2 code sees plain h2c from it, with
+            // TLS done by other code than on the direct port. Its ALPN offers `h2` alone, as the
+            // http listener's would, since the bytes behind it must be HTTP/2.
+            let streamBlock =
+                tlsFront
+                ? """
+                stream {
+                  server {
+                    listen 127.0.0.1:\(frontPort ?? 0) ssl;
+                    ssl_certificate \(certFile);
+                    ssl_certificate_key \(keyFile);
+                    ssl_alpn h2;
+                    proxy_pass unix:\(socketFile);
+                  }
+                }
+
+                """ : ""
             let configuration = """
-                worker_processes 1;
+                \(tlsFront ? "load_module \(nginxStreamModule);\n" : "")worker_processes 1;
                 daemon off;
                 pid \(pidFile);
                 error_log \(directory.appending("error.log")) warn;
                 events { worker_connections 4096; }
-                http {
+                \(streamBlock)http {
                   log_format push '$request_uri $http_apns_id $msec';
                   access_log \(logFile) push;
                   client_body_temp_path \(directory.appending("tmp"));
@@ -118,7 +162,7 @@ public final class InteropServer: Sendable {
                   scgi_temp_path \(directory.appending("tmp"));
                   server {
                     listen 127.0.0.1:\(port) ssl http2;
-                    ssl_certificate \(certFile);
+                    \(tlsFront ? "listen unix:\(socketFile) http2;\n    " : "")ssl_certificate \(certFile);
                     ssl_certificate_key \(keyFile);
                     http2_max_concurrent_streams \(maxConcurrentStreams);
                     keepalive_requests 100000000;
@@ -134,16 +178,19 @@ public final class InteropServer: Sendable {
             process.arguments = ["-c", configFile, "-p", directory.path, "-e", directory.appending("error.log")]
             process.standardError = FileHandle(forWritingAtPath: "/dev/null")
             process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
-            try process.run()
-            // nginx runs in the foreground as our child; it is up once its port takes connections.
+            try runUnblocked(process)
+            // nginx runs in the foreground as our child; it is up once its ports take connections
+            // (it binds every listener, the Unix socket too, before it starts its worker).
+            let ports = [port] + (frontPort.map { [$0] } ?? [])
             let deadline = ContinuousClock.now + .seconds(10)
-            while process.isRunning, ContinuousClock.now < deadline, !canConnect(port: port) {
+            while process.isRunning, ContinuousClock.now < deadline, !ports.allSatisfy({ canConnect(port: $0) }) {
                 try await Task.sleep(for: .milliseconds(20))
             }
-            if process.isRunning, canConnect(port: port) {
-                return InteropServer(
+            if process.isRunning, ports.allSatisfy({ canConnect(port: $0) }) {
+                let server = InteropServer(
                     url: "https://127.0.0.1:\(port)", caFile: certFile, process: process, directory: directory, logFile: logFile,
                     kind: .nginx)
+                return (server, frontPort)
             }
             if process.isRunning { process.terminate() }
             lastError = (try? String(contentsOfFile: directory.appending("error.log"), encoding: .utf8)) ?? "no error log"
@@ -172,14 +219,15 @@ public final class InteropServer: Sendable {
         switch kind {
         case .strict:
             return events().filter { $0.event == "request" }.map { $0.apnsID ?? $0.token ?? "" }
-        case .nginx:
+        case .nginx, .h2o:
             return nginxLog().map { $0.apnsID ?? $0.token }
         }
     }
 
-    /// nginx's log: one line per request, `<path> <apns-id or -> <seconds since 1970, to the millisecond>`.
+    /// nginx's log: one line per request, `<path> <apns-id or -> <seconds since 1970, to the millisecond>`
+    /// (also h2o's, which ``InteropDoor`` has write the same lines).
     public func nginxLog() -> [(token: String, apnsID: String?, at: Double)] {
-        guard kind == .nginx, let text = try? String(contentsOfFile: logFile, encoding: .utf8) else { return [] }
+        guard kind != .strict, let text = try? String(contentsOfFile: logFile, encoding: .utf8) else { return [] }
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ")
             guard fields.count == 3, fields[0].hasPrefix("/3/device/"), let at = Double(fields[2]) else { return nil }
@@ -219,12 +267,18 @@ public final class InteropServer: Sendable {
         // to a thread would not run when the process (a bench, the test binary) exits first. The
         // wait for the exit and SIGKILL after 5 s run on a thread of their own, so a test's `defer`
         // never holds one of the few cooperative threads the other tests need.
+        //
+        // nginx deletes its pid file and Unix socket as it exits: when it deletes one the removal
+        // is about to, the removal stops there and leaves the rest, so it is tried again, and once
+        // more after the exit.
         let process = self.process
+        let directory = self.directory
         if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-        directory.remove()
+        for _ in 0..<3 where FileManager.default.fileExists(atPath: directory.path) { directory.remove() }
         Thread.detachNewThread {
             for _ in 0..<250 where process.isRunning { usleep(20_000) }
             if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            directory.remove()
         }
     }
 
@@ -237,12 +291,12 @@ public final class InteropServer: Sendable {
     // MARK: Helpers
 
     /// `Tests/Interop`, found from this file's place in the repository.
-    private static var interopFolder: String {
+    static var interopFolder: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Tests/Interop").path
     }
 
-    private static func writeCertificate(in directory: TemporaryDirectory) throws -> (certificate: String, key: String) {
+    static func writeCertificate(in directory: TemporaryDirectory) throws -> (certificate: String, key: String) {
         let certificate = try SelfSignedCertificate(commonName: "RingRelay interop server")
         let certFile = directory.appending("cert.pem")
         let keyFile = directory.appending("key.pem")
@@ -253,11 +307,11 @@ public final class InteropServer: Sendable {
         return (certFile, keyFile)
     }
 
-    private static func canConnect(port: Int) -> Bool {
+    static func canConnect(port: Int) -> Bool {
         withLoopbackSocket(port: port) { fd, address, length in connect(fd, address, length.pointee) == 0 } ?? false
     }
 
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         let port = withLoopbackSocket(port: 0) { fd, address, length -> Int? in
             guard bind(fd, address, length.pointee) == 0, getsockname(fd, address, length) == 0 else { return nil }
             return Int(UInt16(bigEndian: address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_port }))
@@ -266,9 +320,22 @@ public final class InteropServer: Sendable {
         return port
     }
 
+    /// Starts `process` with no signal blocked. A child starts with the signal mask of the thread
+    /// that spawns it, and the threads async code runs on block most signals: nghttpx and h2o
+    /// (unlike nginx, HAProxy and our Python servers) never unblock them, so SIGTERM would stay
+    /// pending in them for good and `stop()` would leave them running once the test binary exits.
+    static func runUnblocked(_ process: Process) throws {
+        var none = sigset_t()
+        var previous = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &previous)
+        defer { pthread_sigmask(SIG_SETMASK, &previous, nil) }
+        try process.run()
+    }
+
     /// Runs `body` with a new TCP socket and the address 127.0.0.1:`port`, then closes the socket;
     /// `nil` when no socket could be made.
-    private static func withLoopbackSocket<Result>(
+    static func withLoopbackSocket<Result>(
         port: Int, _ body: (Int32, UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Result
     ) -> Result? {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

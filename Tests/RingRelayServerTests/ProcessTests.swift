@@ -804,5 +804,30 @@ import Testing
         #expect(runs?.first?["duplicates"] as? Int == 0, "\(fanout.stdout)")
         #expect(report?["allocator"] as? String == "jemalloc", "\(fanout.stdout)")
         #expect(!fanout.stderr.contains("cannot be preloaded"), "\(fanout.stderr.suffix(2000))")
+
+        // Through another door (nginx behind its own TLS front), and at an endpoint the bench did
+        // not start, timed by the server's own push count: both on a clock finer than the second
+        // (whole seconds once made 0.000 s and "inf pushes/s" of a fast call).
+        let fronted = try await ServerProcess.run(
+            ["bench", "fanout", "--door", "nginx-tls-front", "--devices", "200", "--calls", "2", "--json"], directory: directory.path)
+        #expect(fronted.status == 0, "\(fronted.stderr.suffix(2000))")
+        let frontReport = try JSONSerialization.jsonObject(with: Data(fronted.stdout.utf8)) as? [String: Any]
+        #expect(frontReport?["endpoint"] as? String == "nginx-tls-front", "\(fronted.stdout)")
+        for run in frontReport?["runs"] as? [[String: Any]] ?? [] {
+            #expect(run["arrivedAtServer"] as? Int == 200, "\(fronted.stdout)")
+            #expect(run["duplicates"] as? Int == 0, "\(fronted.stdout)")
+            #expect((run["outcomes"] as? [String: Int]) == ["delivered": 200], "\(fronted.stdout)")
+        }
+        let door = try await InteropDoor.start(.nginxDirect)
+        defer { door.stop() }
+        let external = try await ServerProcess.run(
+            ["bench", "fanout", "--endpoint", door.url, "--ca-file", door.caFile, "--devices", "100", "--calls", "1", "--json"],
+            directory: directory.path)
+        #expect(external.status == 0, "\(external.stderr.suffix(2000))")
+        let externalRun = ((try JSONSerialization.jsonObject(with: Data(external.stdout.utf8)) as? [String: Any])?["runs"] as? [[String: Any]])?.first
+        let seconds = externalRun?["seconds"] as? Double ?? 0
+        #expect(seconds > 0 && seconds < 30 && seconds.rounded() != seconds, "\(external.stdout)")
+        #expect((externalRun?["outcomes"] as? [String: Int]) == ["delivered": 100], "\(external.stdout)")
+        #expect(door.processedRequests().count == 101, "the 100 pushes and the warm-up's")
     }
 }

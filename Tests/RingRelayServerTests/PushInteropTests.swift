@@ -18,11 +18,18 @@ import Testing
     static func withServer(
         endpoint: InteropServer, requestTimeout: Duration? = nil, _ body: @Sendable (any TestClientProtocol, String) async throws -> Void
     ) async throws {
+        try await withServer(url: endpoint.url, caFile: endpoint.caFile, requestTimeout: requestTimeout, body)
+    }
+
+    /// A server whose APNs endpoint is `url`, trusting `caFile`, with token credentials uploaded.
+    static func withServer(
+        url: String, caFile: String, requestTimeout: Duration? = nil, _ body: @Sendable (any TestClientProtocol, String) async throws -> Void
+    ) async throws {
         var configured = try await TestServer.make(start: Date())
         if let requestTimeout { configured.configuration.apns.requestTimeout = requestTimeout }
-        configured.configuration.apns.productionEndpoint = endpoint.url
-        configured.configuration.apns.sandboxEndpoint = endpoint.url
-        configured.configuration.apns.extraTrustRootsFile = endpoint.caFile
+        configured.configuration.apns.productionEndpoint = url
+        configured.configuration.apns.sandboxEndpoint = url
+        configured.configuration.apns.extraTrustRootsFile = caFile
         configured.configuration.apns.retryBaseDelay = .milliseconds(5)
         let server = configured
         try await server.withClient { client in
