@@ -99,6 +99,7 @@ public final class FCMClient: Service, Sendable {
         }
         var poolConfiguration = HTTP2ConnectionPool.Configuration()
         poolConfiguration.maxConnections = configuration.maxConnections
+        poolConfiguration.silenceTimeout = TimeAmount(configuration.connectionSilenceTimeout)
         let failureLog = self.failureLog
         pool = HTTP2ConnectionPool(
             endpoint: endpoint, configuration: poolConfiguration,

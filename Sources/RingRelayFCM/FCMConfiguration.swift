@@ -23,6 +23,9 @@ public struct FCMConfiguration: Sendable {
 
     /// Connections to the endpoint at most; more open only when every stream of the open ones is in use.
     public var maxConnections = 4
+    /// A connection whose messages get no frame for this long is PINGed, and closed if nothing
+    /// comes within as long again; its unanswered messages go again on another connection.
+    public var connectionSilenceTimeout: Duration = .seconds(3)
 
     /// The defaults: Google's endpoint.
     public init() {}

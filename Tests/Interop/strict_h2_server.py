@@ -418,9 +418,6 @@ class StrictH2Connection(asyncio.Protocol):
         split = self.scenario == "response-on-data"
         self.h2.send_headers(req.stream_id, headers, end_stream=not (req.answer_body or split))
         self.flush()
-        if self.scenario == "data-after-end-stream" and not req.answer_body:
-            # A second END_STREAM, on a stream already ended: a protocol slip nginx makes.
-            self.write_raw(DataFrame(req.stream_id, data=b"", flags=["END_STREAM"]))
         if split:  # HEADERS now, DATA + END_STREAM ~2 ms later
             asyncio.get_running_loop().call_later(0.002, self.send_body, req)
         elif req.answer_body:
@@ -448,6 +445,9 @@ class StrictH2Connection(asyncio.Protocol):
     def answered(self, req):
         """The final frame is out: now (and only now) the request counts as processed."""
         sid = req.stream_id
+        if self.scenario == "data-after-end-stream":
+            # A second END_STREAM, on a stream already ended: a protocol slip nginx makes.
+            self.write_raw(DataFrame(sid, data=b"", flags=["END_STREAM"]))
         if self.scenario == "rst-after-response":
             try:
                 self.h2.reset_stream(sid, ErrorCodes.NO_ERROR)

@@ -194,7 +194,12 @@ import Testing
         let server = try await InteropServer.strict(scenario: "slow", arguments: ["--delay-ms", "2000"])
         let harness = try Self.harness(server)
         let first = Task { try await harness.push(Self.token(0)) }
-        try await Task.sleep(for: .milliseconds(300))
+        // Once the client has the server's SETTINGS (it acknowledges them), its one stream is open.
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !server.events().contains(where: { $0.event == "settings_acked" }), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await Task.sleep(for: .milliseconds(100))
         let late = try await withThrowingTaskGroup(of: PushOutcome.self) { group in
             for index in 1...5 { group.addTask { try await harness.push(Self.token(index), deadline: 1).0 } }
             return try await group.reduce(into: []) { $0.append($1) }

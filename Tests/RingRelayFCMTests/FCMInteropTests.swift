@@ -12,7 +12,9 @@ import Testing
 /// stream first, limits that change, GOAWAY, `REFUSED_STREAM`). OAuth tokens come from the FCM
 /// simulator's token endpoint, as a service account's `token_uri` would name Google's.
 @Suite(.serialized) struct FCMInteropTests {
-    @Test(arguments: ["apns", "response-on-data", "refused", "goaway", "lower-limit", "close-mid-burst"])
+    /// `silent`: the first connection stops writing after 40 answers; its messages go again on
+    /// another within the silence bound (500 ms here), and the server processes each once.
+    @Test(arguments: ["apns", "response-on-data", "refused", "goaway", "lower-limit", "close-mid-burst", "data-after-end-stream", "silent"])
     func everyMessageArrivesExactlyOnce(scenario: String) async throws {
         let server = try await InteropServer.strict(
             scenario: scenario, arguments: ["--goaway-after", "40", "--refuse-every", "7", "--lower-after", "60"])
@@ -46,6 +48,7 @@ import Testing
         configuration.endpoint = server.url
         configuration.extraTrustRootsFile = caFile
         configuration.retryBaseDelay = .milliseconds(10)
+        configuration.connectionSilenceTimeout = .milliseconds(500)
         let client = try FCMClient(
             configuration: configuration, clock: SystemWallClock(), logger: TestLogging.logger("test"), metricsFactory: NOOPMetricsHandler.instance)
         let credential = try FCMClientTests.credential(account)
