@@ -307,7 +307,8 @@ public final class InteropServer: Sendable {
         return (certFile, keyFile)
     }
 
-    static func canConnect(port: Int) -> Bool {
+    /// Whether something on 127.0.0.1 takes a TCP connection at `port` (closed again at once).
+    public static func canConnect(port: Int) -> Bool {
         withLoopbackSocket(port: port) { fd, address, length in connect(fd, address, length.pointee) == 0 } ?? false
     }
 

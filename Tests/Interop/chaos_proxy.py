@@ -33,27 +33,17 @@ round trip of its own (the worst case), 5,200/s against 17,000/s direct, with ab
 import argparse
 import asyncio
 import itertools
-import json
 import random
 import signal
 import socket
 import struct
 import sys
-import time
+
+from event_log import EventLog
 
 READ_SIZE = 1 << 18
 CONNECTION_IDS = itertools.count(1)
 LIVE = set()
-
-
-class EventLog:
-    def __init__(self, path):
-        self.file = open(path, "a", encoding="utf-8") if path else None
-
-    def __call__(self, event, **fields):
-        if self.file:
-            self.file.write(json.dumps({"event": event, **fields, "t": time.time()}) + "\n")
-            self.file.flush()
 
 
 class Direction:

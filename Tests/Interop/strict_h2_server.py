@@ -46,6 +46,8 @@ from h2.errors import ErrorCodes
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import DataFrame, GoAwayFrame, SettingsFrame, WindowUpdateFrame
 
+from event_log import EventLog
+
 SCENARIOS = {
     "apns": "the connection rules only",
     "response-on-data": "answers are HEADERS without END_STREAM, ~2 ms later DATA+END_STREAM",
@@ -70,16 +72,6 @@ UUID_FORM = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F
 CONNECTION_IDS = itertools.count(1)
 FCM_MESSAGE_IDS = itertools.count(1)
 LIVE = set()
-
-
-class EventLog:
-    def __init__(self, path):
-        self.file = open(path, "a", encoding="utf-8") if path else None
-
-    def __call__(self, event, **fields):
-        if self.file:
-            self.file.write(json.dumps({"event": event, **fields, "t": time.time()}) + "\n")
-            self.file.flush()
 
 
 # ---------------------------------------------------------------- request checks

@@ -19,7 +19,7 @@ import Testing
         let server = try await InteropServer.strict(
             scenario: scenario, arguments: ["--goaway-after", "40", "--refuse-every", "7", "--lower-after", "60"])
         defer { server.stop() }
-        try await sendEachOnce(count: 300, to: server)
+        try await sendEachOnce(count: 300, to: server, silence: scenario == "silent" ? .milliseconds(500) : .seconds(3))
     }
 
     /// Answers of 100,000 bytes each, more than a stream's receive window (65,535) and, together,
@@ -33,7 +33,7 @@ import Testing
 
     /// Sends `count` messages at once through one client and checks, at the server, that each was
     /// processed exactly once and no connection rule was broken.
-    private func sendEachOnce(count: Int, to server: InteropServer) async throws {
+    private func sendEachOnce(count: Int, to server: InteropServer, silence: Duration = .seconds(3)) async throws {
         let oauth = try FCMSimulator()
         try await oauth.start()
         let directory = try TemporaryDirectory()
@@ -48,7 +48,7 @@ import Testing
         configuration.endpoint = server.url
         configuration.extraTrustRootsFile = caFile
         configuration.retryBaseDelay = .milliseconds(10)
-        configuration.connectionSilenceTimeout = .milliseconds(500)
+        configuration.connectionSilenceTimeout = silence
         let client = try FCMClient(
             configuration: configuration, clock: SystemWallClock(), logger: TestLogging.logger("test"), metricsFactory: NOOPMetricsHandler.instance)
         let credential = try FCMClientTests.credential(account)
