@@ -256,12 +256,16 @@ extension PostgresStore {
 
     public func transitionCalls(_ changes: [CallChange]) async throws -> [Call?] {
         guard changes.count > 1 else { return changes.isEmpty ? [] : [try await transitionCall(changes[0])] }
+        // Rows are locked in one order, by id, whoever calls: two instances sweeping the same due
+        // calls (the sweep selects them by deadline, which many calls share at a few hundred calls
+        // a second) once locked them in different orders and deadlocked (40P01).
+        let order = changes.indices.sorted { changes[$0].id < changes[$1].id }
         return try await withConnection { connection in
             try await connection.withTransaction(logger: self.logger) { connection in
-                var changed: [Call?] = []
-                for change in changes {
-                    let row = try await connection.query(Self.transition(change), logger: self.logger).collect().first?.makeRandomAccess()
-                    changed.append(try row.map(Self.call))
+                var changed = [Call?](repeating: nil, count: changes.count)
+                for index in order {
+                    let row = try await connection.query(Self.transition(changes[index]), logger: self.logger).collect().first?.makeRandomAccess()
+                    changed[index] = try row.map(Self.call)
                 }
                 return changed
             }

@@ -242,6 +242,30 @@ import Testing
 
     /// Fifty devices accept one call at once through three instances: one conditional update in
     /// the shared database, so exactly one wins and every other gets 409.
+    /// A ring relayed to another instance waits there for its device's acknowledgement, up to the
+    /// live window; the instance must go on reading the other instances' notices meanwhile. It once
+    /// handled them one at a time: a device that did not acknowledge held back every ring for the
+    /// devices behind it, and at a few hundred calls a second the backlog outlived the calls.
+    @Test func aRingWaitingForItsAcknowledgementHoldsBackNoOtherRing() async throws {
+        try await Instances.with(2, arguments: ["--live-fallback", "8s"]) { instances in
+            let (bases, key) = (instances.bases, instances.account.apiKey)
+            let silent = try await LiveDevice.connect(port: try instances.port(1), token: try await instances.token("carol", "c1"), autoAck: false)
+            let bob = try await LiveDevice.connect(port: try instances.port(1), token: try await instances.token("bob", "b1"))
+            #expect(await eventually { await instances.count("SELECT COUNT(*)::bigint FROM live_devices") == 2 })
+
+            let (first, _) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: key, body: #"{"from":"alice","to":"carol"}"#)
+            #expect(first == 201)
+            #expect(try await silent.nextEvent(timeout: .seconds(30)).type == .incoming)
+            // Carol's ring now waits up to 8 s on B for an acknowledgement that never comes.
+            let started = ContinuousClock.now
+            let (second, _) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: key, body: #"{"from":"alice","to":"bob"}"#)
+            #expect(second == 201)
+            #expect(try await bob.nextEvent(timeout: .seconds(30)).type == .incoming)
+            let waited = ContinuousClock.now - started
+            #expect(waited < .seconds(4), "bob's ring came \(waited) after the call: it waited behind carol's")
+        }
+    }
+
     @Test func fiftyAcceptsSpreadOverThreeInstancesHaveOneWinner() async throws {
         try await Instances.with(3) { instances in
             let key = instances.account.apiKey

@@ -610,6 +610,36 @@ import Testing
         try await store.close()
     }
 
+    /// Every instance sweeps the same due calls, and many share their deadline (a few hundred
+    /// calls a second land in the same millisecond): two sweeps of one batch through two handles
+    /// at once, in opposite orders, each call ended once, and neither fails. On PostgreSQL they
+    /// once locked the rows in their own orders and one was killed as a deadlock (40P01).
+    @Test(arguments: StoreEngine.allCases) func twoSweepsOfTheSameCallsAtOnceEndEachOnce(engine: StoreEngine) async throws {
+        let opened = try await engine.makeStore()
+        defer { opened.remove() }
+        let store = opened.store
+        let other = try await opened.reopen()
+        let account = try await opened.makeAccount().id
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        for round in 0..<5 {
+            var calls: [Call] = []
+            for index in 0..<30 {
+                var call = ringingCall("caller\(round)-\(index)", "callee\(round)-\(index)", account: account, at: now)
+                call.id = ResourceID.make(ResourceID.call, at: now.addingTimeInterval(Double(index) / 1000))
+                _ = try await store.createCall(call)
+                calls.append(call)
+            }
+            let changes = calls.map { CallRules.timeout($0, at: now.addingTimeInterval(31)) }
+            async let forward = store.transitionCalls(changes)
+            async let backward = other.transitionCalls(changes.reversed())
+            let (ended, endedToo) = try await (forward, backward)
+            let winners = zip(ended, endedToo.reversed()).map { [$0, $1].compactMap { $0 }.count }
+            #expect(winners.allSatisfy { $0 == 1 }, "round \(round): \(winners)")
+        }
+        try await other.close()
+        try await store.close()
+    }
+
     @Test(arguments: StoreEngine.allCases) func callsReadBackAsStoredAndCreationTellsWhetherTheCalleeIsBusy(engine: StoreEngine) async throws {
         let opened = try await engine.makeStore()
         defer { opened.remove() }

@@ -28,6 +28,12 @@ struct ClusterSync: Service {
     private let remoteRings = RemoteRingWaits()
     /// The hub's events on their way to the store, where the other instances can take them over.
     private let keptEvents: KeptEventWrites
+    /// Rings other instances asked this one to send, handed from the bus's listener to
+    /// ``ringAll()``: each waits up to a second for its device's acknowledgement, and the listener
+    /// must not wait with it (serially, a few hundred rings a second left a backlog older than the
+    /// calls, and their rings were dropped unsent).
+    private let ringsHere: AsyncStream<RemoteRing>
+    private let ringInbox: AsyncStream<RemoteRing>.Continuation
 
     init(bus: any Cluster, store: any DataStore, credentials: CredentialCache, faults: ConfigurationFaults, hub: LiveHub, logger: Logger) {
         self.bus = bus
@@ -37,6 +43,7 @@ struct ClusterSync: Service {
         self.hub = hub
         self.logger = logger
         keptEvents = KeptEventWrites(bus: bus, logger: logger)
+        (ringsHere, ringInbox) = AsyncStream.makeStream(of: RemoteRing.self)
         if bus.hasPeers {
             let writes = keptEvents
             hub.keepEvents(with: LiveHub.Keeper(kept: { writes.keep($0) }, settled: { writes.settle($0) }))
@@ -175,6 +182,7 @@ struct ClusterSync: Service {
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await bus.listen { delivery in await self.receive(delivery) } }
+                group.addTask { await self.ringAll() }
                 group.addTask {
                     while true {
                         do {
@@ -220,7 +228,7 @@ struct ClusterSync: Service {
             }
         case .notice(.ring(let ring)):
             guard ring.target == bus.instanceID else { return }
-            await ringHere(ring)
+            ringInbox.yield(ring)
         case .notice(.ringAcknowledged(let ringID, let origin)):
             guard origin == bus.instanceID else { return }
             remoteRings.resolve(ringID)
@@ -254,6 +262,16 @@ struct ClusterSync: Service {
             hub.closeUnbound(accountID: accountID, identity: identity, deviceIDs: deviceIDs.map(Set.init))
         case .callEvents, .ring, .ringAcknowledged, .deviceMoved:
             break
+        }
+    }
+
+    /// Rings each device other instances ask this one to, side by side, as the asks arrive; until
+    /// the service stops.
+    private func ringAll() async {
+        await withDiscardingTaskGroup { rings in
+            for await ring in ringsHere {
+                rings.addTask { await self.ringHere(ring) }
+            }
         }
     }
 
