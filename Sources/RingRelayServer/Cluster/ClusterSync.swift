@@ -285,7 +285,12 @@ struct ClusterSync: Service {
                     sealed: ring.sealed
                 ).eventID
             else { return }
-            guard await hub.awaitAck(eventID, within: .milliseconds(ring.ackWindowMilliseconds)) else { return }
+            let acknowledged = await withTaskCancellationHandler {
+                await hub.awaitAck(eventID, within: .milliseconds(ring.ackWindowMilliseconds))
+            } onCancel: {
+                hub.abandonAck(eventID)
+            }
+            guard acknowledged else { return }
             await tellOthers(.ringAcknowledged(ringID: ring.ringID, origin: ring.origin))
         } catch {
             logger.warning("could not ring a device for another instance", metadata: ["error.cause": .string("\(error)")])

@@ -351,6 +351,12 @@ final class LiveHub: Sendable {
         }
     }
 
+    /// Stops waiting for `eventID`'s acknowledgement: ``awaitAck(_:within:)`` answers `false` now
+    /// (a shutdown does not wait out a ring's window).
+    func abandonAck(_ eventID: String) {
+        resolveAck(eventID, acked: false)
+    }
+
     private func resolveAck(_ eventID: String, acked: Bool) {
         let waiter: CheckedContinuation<Bool, Never>? = state.withLock { state in
             switch state.ackWaits[eventID] {
