@@ -66,8 +66,8 @@ public func buildApplication(
                 maximumPerAddress: configuration.trustProxy ? nil : configuration.maxConnectionsPerAddress),
             headerTimeout: configuration.headerTimeout),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
-        // Listed after the caller's services (the store), so they shut down before it and after
-        // the HTTP server has drained.
+        // Listed after the caller's services, so they shut down before them and after the HTTP
+        // server has drained.
         services: services + appServices.lifecycleServices,
         onServerRunning: onServerRunning,
         logger: appLogger)
@@ -186,7 +186,7 @@ public func runServer(
     let (listening, listener) = AsyncStream.makeStream(of: Int.self)
     let app = try await buildApplication(
         configuration: configuration, store: bootstrap.store, adminToken: bootstrap.adminToken, logger: logger, bus: bootstrap.bus,
-        services: [StoreService(store: bootstrap.store, logger: logger)], shutdownNotice: notice,
+        shutdownNotice: notice,
         onServerRunning: { channel in
             listener.yield(channel.localAddress?.port ?? configuration.port)
             listener.finish()
@@ -199,8 +199,21 @@ public func runServer(
         gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
     group.maximumGracefulShutdownDuration = configuration.shutdownGrace
     group.maximumCancellationDuration = .seconds(5)
+    let ended: Result<Void, any Error>
     do {
         try await ServiceGroup(configuration: group).run()
+        ended = .success(())
+    } catch {
+        ended = .failure(error)
+    }
+    // The store closes once every service has stopped, not as a service of the group: a group
+    // stops its services one by one, last first, only on a graceful shutdown. Cancelled (the grace
+    // ran out, or a service failed), it stops them all at once, and the store closed under those
+    // still finishing, such as ClusterSync leaving the instances' directory.
+    try await bootstrap.store.close()
+    logger.info("store closed")
+    do {
+        try ended.get()
     } catch where notice.hasBegun {
         // The grace ran out and what was left was cancelled: that is the bounded drain working.
         logger.warning(

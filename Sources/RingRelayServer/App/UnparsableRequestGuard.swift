@@ -45,6 +45,17 @@ final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandl
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // A graceful shutdown asks each connection to finish its request and close. Before the
+        // first request nothing else here hears it (Hummingbird's handler that does comes with
+        // that request), so a connection a client opened and never used held the shutdown until
+        // the header timeout, past the grace. With no request to finish, it closes now: its input
+        // first, which the WebSocket upgrade check waiting for that request answers by closing
+        // the connection quietly (a plain close fails the check, which is logged as an error).
+        guard event is ChannelShouldQuiesceEvent else { return context.fireUserInboundEventTriggered(event) }
+        context.close(mode: .input, promise: nil)
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         guard error is HTTPParserError else { return context.fireErrorCaught(error) }
         guard !answered else { return }
@@ -86,7 +97,16 @@ struct GuardedHTTP1WebSocketChannel: ServerChildChannel {
     }
 
     func handle(value: HTTP1WebSocketUpgradeChannel.Value, logger: Logger) async {
-        await inner.handle(value: value, logger: logger)
+        // Until its first request, the connection waits for the WebSocket upgrade check, and
+        // cancellation does not end that wait: after the grace, the server's cancelled tasks
+        // waited for the client. Closing the input ends it, as Hummingbird does for a request in
+        // progress (the check then closes the connection).
+        let channel = value.channel
+        await withTaskCancellationHandler {
+            await inner.handle(value: value, logger: logger)
+        } onCancel: {
+            channel.close(mode: .input, promise: nil)
+        }
     }
 }
 

@@ -165,7 +165,7 @@ struct ClusterSync: Service {
 
     func run() async throws {
         // The directory is left however the listening ends (a graceful shutdown cancels it, not
-        // this task: the store is still open, it stops after this service).
+        // this task): the store is still open, it closes once every service has stopped.
         do {
             try await listenAndBeat()
         } catch where Task.isShuttingDownGracefully {
