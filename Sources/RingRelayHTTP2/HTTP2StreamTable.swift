@@ -437,7 +437,6 @@ extension HTTP2StreamTable: HTTP2PeerEndedStreams {
         guard count > 0 else { return }
         uncountedBytes += count
         replenishConnectionWindow()
-        context?.flush()
     }
 }
 
