@@ -70,6 +70,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "How long a live ring waits for the device's ack before its pushes go too, e.g. 1s or 0.5s. [env: RINGRELAY_LIVE_FALLBACK] (default: 1s)")
     var liveFallback: String?
 
+    @Option(help: "How late the database or the instances' bus may answer before new calls are refused with 503 and Retry-After, e.g. 0.25s. [env: RINGRELAY_OVERLOAD_DELAY] (default: 0.25s)")
+    var overloadDelay: String?
+
     @Option(help: "How often live connections are pinged; a silent one is dropped at the next ping, e.g. 15s. [env: RINGRELAY_LIVE_PING_INTERVAL] (default: 15s)")
     var livePingInterval: String?
 
@@ -137,6 +140,7 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.ringTimeout] = ringTimeout
         flags[.webhookWait] = webhookWait
         flags[.liveFallback] = liveFallback
+        flags[.overloadDelay] = overloadDelay
         flags[.livePingInterval] = livePingInterval
         flags[.shutdownGrace] = shutdownGrace
         flags[.idleTimeout] = idleTimeout

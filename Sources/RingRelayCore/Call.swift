@@ -303,6 +303,12 @@ public protocol CallStore: Sendable {
     /// Calls with identities still ringing whose ring time ended before `date`, oldest deadline
     /// first: ringing calls, and ring groups some of whose identities answered while others still ring.
     func expiredRingingCalls(before date: Date, limit: Int) async throws -> [Call]
+    /// Ends up to `limit` calls to one identity (not ring groups) still ringing whose ring time
+    /// ended by `date`, oldest deadline first, each as ``CallRules/timeout(_:at:)`` changes it.
+    /// Calls another sweep (another instance's) is ending at that moment are left to it, never
+    /// waited for.
+    /// - Returns: the calls ended, as stored after the change.
+    func endUnansweredCalls(at date: Date, limit: Int) async throws -> [Call]
     /// Deletes calls (and their deliveries) created before `date`, and of provider calls (which
     /// carry the provider's notification id, the dedupe of replays) only those created before
     /// `notificationsCreatedBefore` too. Returns how many.

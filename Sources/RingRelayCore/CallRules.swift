@@ -167,9 +167,15 @@ public enum CallRules {
         CallChange(id: call.id, accountID: call.accountID, from: [.ringing], to: .rejected, at: now, beforeDeadline: false, endReason: .busy)
     }
 
+    /// What a ring to one identity that ran out of time becomes (``timeout(_:at:)``; the stores'
+    /// ``CallStore/endUnansweredCalls(at:limit:)`` applies it to many calls at once).
+    public static let unansweredEnd: (state: CallState, reason: CallEndReason) = (.missed, .unanswered)
+
     /// The change that ends an unanswered ring.
     public static func timeout(_ call: Call, at now: Date) -> CallChange {
-        CallChange(id: call.id, accountID: call.accountID, from: [.ringing], to: .missed, at: now, beforeDeadline: false, endReason: .unanswered)
+        CallChange(
+            id: call.id, accountID: call.accountID, from: [.ringing], to: unansweredEnd.state, at: now, beforeDeadline: false,
+            endReason: unansweredEnd.reason)
     }
 
     /// The 409 for a command the call's state no longer allows.

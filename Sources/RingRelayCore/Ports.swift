@@ -95,6 +95,16 @@ public protocol DataStore: AccountStore, BindingStore, CredentialStore, Settings
     /// Writes what the store holds back (delivery records) and releases the database. Later
     /// calls fail with `store_closed`; closing twice is harmless.
     func close() async throws
+    /// How long the request first in line for the database has waited so far (zero when none
+    /// waits): past a fraction of a second the store cannot keep up, and new calls are refused
+    /// rather than accepted and left to ring late.
+    var queueDelay: Duration { get }
+}
+
+extension DataStore {
+    /// A store that serves each request as it comes (SQLite's one writer waits inside it) has no
+    /// line to measure.
+    public var queueDelay: Duration { .zero }
 }
 
 /// What one instance tells the others that share its database, so that their caches and live
@@ -118,6 +128,10 @@ public enum ClusterNotice: Sendable, Hashable, Codable {
     case ring(RemoteRing)
     /// The device acknowledged the ring `ringID` the `origin` instance asked for.
     case ringAcknowledged(ringID: String, origin: String)
+    /// The `target` instance did not send the ring `ringID`, for `reason`
+    /// (``RemoteRing/notConnected`` or ``RemoteRing/ringEnded``), so the origin need not wait
+    /// out its window.
+    case ringRefused(ringID: String, origin: String, reason: String)
 }
 
 /// A ring one instance asks the instance holding the device's connection to send.
@@ -143,6 +157,11 @@ public struct RemoteRing: Sendable, Hashable, Codable {
     public var sealed: String?
     /// How long the origin waits for the acknowledgement, in milliseconds.
     public var ackWindowMilliseconds: Int
+
+    /// Why a ring was refused: the device is no longer connected to the target.
+    public static let notConnected = "not_connected"
+    /// Why a ring was refused: the call no longer rings the device's identity.
+    public static let ringEnded = "ring_ended"
 
     /// Creates a ring request.
     public init(
@@ -183,9 +202,26 @@ public protocol ClusterBus: Sendable {
     var hasPeers: Bool { get }
     /// Sends `notice` to the other instances.
     func publish(_ notice: ClusterNotice) async throws
+    /// Sends `notices` to the other instances, in order, in as few round trips as the bus allows.
+    func publish(contentsOf notices: [ClusterNotice]) async throws
     /// Hands the other instances' notices to `receive`, in the order they were published, until
     /// the task is cancelled; reconnects by itself, then delivers ``ClusterDelivery/resynchronize``.
     func listen(_ receive: @escaping @Sendable (ClusterDelivery) async -> Void) async throws
+    /// How far behind the bus runs: the age of the oldest notice this instance published that has
+    /// not yet come back to its own listener (zero when none is outstanding, or while it is not
+    /// listening). A ring relayed to another instance travels this same way, so past a fraction of
+    /// its acknowledgement window, relayed rings arrive too late.
+    var lag: Duration { get }
+}
+
+extension ClusterBus {
+    /// A bus with nobody to tell never falls behind.
+    public var lag: Duration { .zero }
+
+    /// One notice after the other.
+    public func publish(contentsOf notices: [ClusterNotice]) async throws {
+        for notice in notices { try await publish(notice) }
+    }
 }
 
 /// One device's live connection, as the instances sharing a store find it.

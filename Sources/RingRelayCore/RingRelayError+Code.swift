@@ -159,6 +159,9 @@ extension RingRelayError.Code {
     public static let listenFailed = Self(rawValue: "listen_failed")
     /// The database cannot be opened or prepared.
     public static let storeUnavailable = Self(rawValue: "store_unavailable")
+    /// The server is behind (its database or the instances' bus answers late): a new call is
+    /// refused at once, with `Retry-After`, rather than accepted and rung late.
+    public static let overloaded = Self(rawValue: "overloaded")
     /// The database is closed (the server is shutting down).
     public static let storeClosed = Self(rawValue: "store_closed")
     /// A statement did not do what it must.

@@ -29,6 +29,8 @@ public struct PostgresClusterBus: Cluster {
     private static let now = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint"
     /// The longest pause between attempts to listen again.
     private let maximumBackoff: Duration
+    /// This instance's notices on their way back to its own listener: how far behind the bus runs.
+    private let roundTrips = NoticeRoundTrips()
 
     init(store: PostgresStore, logger: Logger, maximumBackoff: Duration = .seconds(5)) {
         self.store = store
@@ -38,13 +40,42 @@ public struct PostgresClusterBus: Cluster {
 
     private struct Envelope: Codable {
         var from: String
+        /// The sender's number for the notice, heard back by its own listener (``lag``).
+        var seq: UInt64?
         var notice: ClusterNotice
     }
 
+    public var lag: Duration { roundTrips.lag }
+
     public func publish(_ notice: ClusterNotice) async throws {
-        let payload = String(decoding: try JSONEncoder().encode(Envelope(from: instanceID, notice: notice)), as: UTF8.self)
-        _ = try await store.rows("SELECT pg_notify(\(Self.channel), \(payload))")
+        try await publish(contentsOf: [notice])
     }
+
+    /// Up to ``noticesPerStatement`` notices in one statement: one round trip, and one commit.
+    public func publish(contentsOf notices: [ClusterNotice]) async throws {
+        let encoder = JSONEncoder()
+        for start in stride(from: 0, to: notices.count, by: Self.noticesPerStatement) {
+            let chunk = notices[start..<min(notices.count, start + Self.noticesPerStatement)]
+            var numbers: [UInt64] = []
+            var binds = PostgresBindings(capacity: chunk.count + 1)
+            binds.append(Self.channel)
+            do {
+                for notice in chunk {
+                    let seq = roundTrips.sending()
+                    if let seq { numbers.append(seq) }
+                    binds.append(String(decoding: try encoder.encode(Envelope(from: instanceID, seq: seq, notice: notice)), as: UTF8.self))
+                }
+                let calls = (2...chunk.count + 1).map { "pg_notify($1, $\($0))" }.joined(separator: ", ")
+                _ = try await store.rows(PostgresQuery(unsafeSQL: "SELECT \(calls)", binds: binds))
+            } catch {
+                for seq in numbers { roundTrips.settled(seq) }
+                throw error
+            }
+        }
+    }
+
+    /// Notices sent in one statement at most (each is at most ~6 KB).
+    static let noticesPerStatement = 100
 
     public func listen(_ receive: @escaping @Sendable (ClusterDelivery) async -> Void) async throws {
         var backoff: Duration = .milliseconds(250)
@@ -65,9 +96,13 @@ public struct PostgresClusterBus: Cluster {
     private func listenOnce(_ receive: @escaping @Sendable (ClusterDelivery) async -> Void, listening: () -> Void) async throws {
         let connection = try await PostgresConnection.connect(configuration: store.pool.configuration, id: 0, logger: logger)
         try await withTaskCancellationHandler {
-            defer { connection.close().whenComplete { _ in withExtendedLifetime(connection) {} } }
+            defer {
+                roundTrips.listening(false)
+                connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
+            }
             try await connection.listen(on: Self.channel) { notifications in
                 listening()
+                roundTrips.listening(true)
                 // Anything sent before LISTEN took effect was missed.
                 await receive(.resynchronize)
                 for try await notification in notifications {
@@ -75,7 +110,11 @@ public struct PostgresClusterBus: Cluster {
                         logger.warning("an unreadable cluster notice was skipped")
                         continue
                     }
-                    if envelope.from != instanceID { await receive(.notice(envelope.notice)) }
+                    guard envelope.from != instanceID else {
+                        if let seq = envelope.seq { roundTrips.settled(seq) }
+                        continue
+                    }
+                    await receive(.notice(envelope.notice))
                 }
             }
         } onCancel: {

@@ -18,11 +18,18 @@ final class PostgresConnectionPool: Sendable {
         case slot
     }
 
+    /// A lease waiting for a connection, and since when.
+    private struct Waiter {
+        var continuation: CheckedContinuation<Grant, any Error>
+        var since: ContinuousClock.Instant
+    }
+
     private struct State {
         var idle: [PostgresConnection] = []
         /// Connections idle, leased or being opened.
         var open = 0
-        var waiters: [CheckedContinuation<Grant, any Error>] = []
+        /// Oldest first.
+        var waiters = CircularBuffer<Waiter>()
         var closed = false
     }
 
@@ -53,6 +60,12 @@ final class PostgresConnectionPool: Sendable {
         return try await body(connection)
     }
 
+    /// How long the oldest lease waiting for a connection has waited (zero when none waits).
+    var queueDelay: Duration {
+        guard let since = state.withLock({ $0.waiters.first?.since }) else { return .zero }
+        return .now - since
+    }
+
     /// Closes every connection; later leases fail.
     func close() async {
         let idle = state.withLock { state in
@@ -60,7 +73,7 @@ final class PostgresConnectionPool: Sendable {
             defer { state.idle.removeAll() }
             let waiters = state.waiters
             state.waiters.removeAll()
-            for waiter in waiters { waiter.resume(throwing: PostgresStore.closedError) }
+            for waiter in waiters { waiter.continuation.resume(throwing: PostgresStore.closedError) }
             return state.idle
         }
         for connection in idle { try? await connection.close() }
@@ -78,7 +91,7 @@ final class PostgresConnectionPool: Sendable {
                     state.open += 1
                     return .success(.slot)
                 }
-                state.waiters.append(continuation)
+                state.waiters.append(Waiter(continuation: continuation, since: .now))
                 return nil
             }
             if let now { continuation.resume(with: now) }
@@ -105,7 +118,7 @@ final class PostgresConnectionPool: Sendable {
                 state.open -= 1
                 return (nil, true)
             }
-            if !state.waiters.isEmpty { return (state.waiters.removeFirst(), false) }
+            if let waiter = state.waiters.popFirst() { return (waiter.continuation, false) }
             state.idle.append(connection)
             return (nil, false)
         }
@@ -127,11 +140,11 @@ final class PostgresConnectionPool: Sendable {
     /// A connection closed or could not be opened: the next waiter may open one.
     private func freeSlot() {
         let waiter = state.withLock { state -> CheckedContinuation<Grant, any Error>? in
-            guard !state.waiters.isEmpty, !state.closed else {
+            guard !state.closed, let waiter = state.waiters.popFirst() else {
                 state.open -= 1
                 return nil
             }
-            return state.waiters.removeFirst()
+            return waiter.continuation
         }
         waiter?.resume(returning: .slot)
     }

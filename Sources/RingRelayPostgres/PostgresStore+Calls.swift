@@ -325,6 +325,27 @@ extension PostgresStore {
         ).map(Self.call)
     }
 
+    /// One statement: the due rows are locked as they are chosen, and rows another sweep holds
+    /// are skipped (`SKIP LOCKED`), so instances sweeping at once share the calls between them
+    /// instead of waiting on each other's locks (and of the same calls, each ends once). The
+    /// choice is a materialized CTE: as an `IN (…)` subquery the planner may run it again per
+    /// row, and its `LIMIT` no longer bounds the update.
+    public func endUnansweredCalls(at date: Date, limit: Int) async throws -> [Call] {
+        let end = CallRules.unansweredEnd
+        return try await rows(
+            """
+            WITH due AS MATERIALIZED (
+                SELECT id AS due_id FROM calls WHERE state = 'ringing' AND participants IS NULL AND ring_deadline <= \(date.millis)
+                ORDER BY ring_deadline LIMIT \(limit) FOR NO KEY UPDATE SKIP LOCKED
+            )
+            UPDATE calls SET state = \(end.state.rawValue), updated_at = \(date.millis), version = version + 1,
+                ended_at = \(date.millis), end_reason = \(end.reason.rawValue)
+            FROM due WHERE calls.id = due.due_id AND calls.state = 'ringing'
+            RETURNING \(unescaped: Self.callColumns)
+            """
+        ).map(Self.call).sorted { $0.ringDeadline < $1.ringDeadline }
+    }
+
     public func pruneCalls(createdBefore date: Date, notificationsCreatedBefore notifications: Date) async throws -> Int {
         let rows = try await rows(
             """

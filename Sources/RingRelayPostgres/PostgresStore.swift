@@ -84,6 +84,8 @@ public final class PostgresStore: DataStore {
         await pool.close()
     }
 
+    public var queueDelay: Duration { pool.queueDelay }
+
     public func ping() async throws {
         _ = try await rows("SELECT 1")
     }

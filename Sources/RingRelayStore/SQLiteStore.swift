@@ -1165,6 +1165,25 @@ extension SQLiteStore {
         ).map(Self.call)
     }
 
+    /// In transactions of 10: the file has one writer, and new calls wait behind each (at 1,000
+    /// calls a second, a commit per call was as many commits again as the calls' own; 50 at once
+    /// held an event loop for milliseconds). Between two, the thread is given back: SQLite runs
+    /// on the calling task's event loop, whose connections would otherwise wait for the whole sweep.
+    public func endUnansweredCalls(at date: Date, limit: Int) async throws -> [Call] {
+        let due = try await query(
+            "SELECT \(Self.callColumns) FROM calls WHERE state = 'ringing' AND participants IS NULL AND ring_deadline <= ?1 ORDER BY ring_deadline LIMIT ?2",
+            [.integer(date.millis), .integer(limit)]
+        ).map(Self.call)
+        var ended: [Call] = []
+        let batchSize = 10
+        for start in stride(from: 0, to: due.count, by: batchSize) {
+            if start > 0 { await Task.yield() }
+            let batch = due[start..<min(start + batchSize, due.count)].map { CallRules.timeout($0, at: date) }
+            ended += try await transitionCalls(batch).compactMap { $0 }
+        }
+        return ended
+    }
+
     public func pruneCalls(createdBefore date: Date, notificationsCreatedBefore notifications: Date) async throws -> Int {
         try await locked { connection in
             // A day's calls can be many rows: deleted on the thread pool.

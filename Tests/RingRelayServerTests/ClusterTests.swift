@@ -266,6 +266,100 @@ import Testing
         }
     }
 
+    /// A relayed ring the other instance cannot send comes back refused with its reason at once,
+    /// rather than waiting out the window: here the directory names instance B for a device B
+    /// does not hold. One B holds but that never acknowledges is recorded `relay_unconfirmed`.
+    @Test func aRelayedRingThatCannotBeSentSaysWhyAtOnce() async throws {
+        try await Instances.with(2, arguments: ["--live-fallback", "20s"]) { instances in
+            let (bases, key) = (instances.bases, instances.account.apiKey)
+            let silent = try await LiveDevice.connect(port: try instances.port(1), token: try await instances.token("carol", "c1"), autoAck: false)
+            #expect(await eventually { await instances.count("SELECT COUNT(*)::bigint FROM live_devices") == 1 })
+            // Dave's device is said to be on B (the instance holding carol's), and is not.
+            _ = await instances.count(
+                """
+                INSERT INTO live_devices (account_id, identity, device_id, instance_id, connection, connected_at)
+                SELECT account_id, 'dave', 'd1', instance_id, 1, connected_at FROM live_devices WHERE device_id = 'c1' RETURNING 1
+                """)
+            let started = ContinuousClock.now
+            let (status, data) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: key, body: #"{"from":"alice","to":"dave"}"#)
+            #expect(status == 201, "\(String(decoding: data, as: UTF8.self))")
+            let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: data)
+            let refused = try await Self.firstAnswer(of: call.id, base: bases[0], key: key)
+            #expect(refused?.outcome == "unacknowledged")
+            #expect(refused?.reason == "not_connected")
+            #expect(ContinuousClock.now - started < .seconds(10), "the origin waited out its 20 s window")
+            await silent.close()
+        }
+        // Carol's device is on B but never acknowledges: no word comes back within the window.
+        try await Instances.with(2, arguments: ["--live-fallback", "1s"]) { instances in
+            let (bases, key) = (instances.bases, instances.account.apiKey)
+            let silent = try await LiveDevice.connect(port: try instances.port(1), token: try await instances.token("carol", "c1"), autoAck: false)
+            #expect(await eventually { await instances.count("SELECT COUNT(*)::bigint FROM live_devices") == 1 })
+            let (status, data) = try await ProcessTests.request(.POST, bases[0] + "/v1/calls", token: key, body: #"{"from":"alice","to":"carol"}"#)
+            #expect(status == 201)
+            let call = try JSONDecoder.ringRelay.decode(CallResource.self, from: data)
+            #expect(try await silent.nextEvent(timeout: .seconds(30)).type == .incoming)
+            let unconfirmed = try await Self.firstAnswer(of: call.id, base: bases[0], key: key)
+            #expect(unconfirmed?.outcome == "unacknowledged")
+            #expect(unconfirmed?.reason == "relay_unconfirmed")
+            await silent.close()
+        }
+    }
+
+    /// The first of a call's deliveries with an answer, within 30 s.
+    static func firstAnswer(of callID: String, base: String, key: String) async throws -> DeliveryResource? {
+        for _ in 0..<300 {
+            if let (_, data) = try? await ProcessTests.request(.GET, base + "/v1/calls/\(callID)", token: key),
+                let answered = try? JSONDecoder.ringRelay.decode(CallResource.self, from: data).deliveries?.first(where: { $0.outcome != "pending" })
+            {
+                return answered
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
+    }
+
+    /// An instance whose database falls behind refuses new calls at once (`503 overloaded`,
+    /// `Retry-After`) instead of accepting calls it would ring late; the calls it had accepted
+    /// still complete, and it takes new ones as soon as the line is gone.
+    @Test func anInstanceBehindItsDatabaseRefusesNewCallsAndTakesThemAgainAfter() async throws {
+        try await Instances.with(1, arguments: ["--overload-delay", "0.2s"]) { instances in
+            let (base, key) = (instances.bases[0], instances.account.apiKey)
+            // A client of its own: the shared one opens 8 connections to a host, fewer than it takes to fill the line.
+            var configuration = HTTPClient.Configuration()
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            defer { _ = client.shutdown() }
+            @Sendable func post(timeout: TimeAmount = .seconds(60)) async throws -> (status: Int, retryAfter: String?, body: String) {
+                var request = HTTPClientRequest(url: base + "/v1/calls")
+                request.method = .POST
+                request.headers.add(name: "Authorization", value: "Bearer \(key)")
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(string: #"{"from":"alice","to":"bob"}"#))
+                let response = try await client.execute(request, timeout: timeout)
+                let body = String(buffer: try await response.body.collect(upTo: 1 << 16))
+                return (Int(response.status.code), response.headers.first(name: "Retry-After"), body)
+            }
+            let (accepted, refused) = try await instances.cluster.whileLocked("calls", database: instances.database) {
+                // More calls than the instance has database connections: each holds one, waiting on the lock.
+                let accepted = (0..<14).map { _ in Task { try await post() } }
+                var refused: (status: Int, retryAfter: String?, body: String)?
+                // A look while the line forms may itself join it: each gives up after a while.
+                for _ in 0..<20 where refused == nil {
+                    try await Task.sleep(for: .milliseconds(300))
+                    if let answer = try? await post(timeout: .seconds(2)), answer.status == 503 { refused = answer }
+                }
+                return (accepted, refused)
+            }
+            #expect(refused?.retryAfter == "1")
+            #expect(refused?.body.contains(#""code":"overloaded""#) == true, "\(refused?.body ?? "")")
+            // The calls taken before the line formed are answered as usual (bob has nothing to ring).
+            for call in accepted { #expect(try await call.value.status == 404) }
+            let after = await eventually { (try? await post().status) == 404 }
+            #expect(after, "new calls are taken again once the database keeps up")
+        }
+    }
+
     @Test func fiftyAcceptsSpreadOverThreeInstancesHaveOneWinner() async throws {
         try await Instances.with(3) { instances in
             let key = instances.account.apiKey

@@ -78,6 +78,26 @@ final class PostgresTestCluster: Sendable {
         try await rows(PostgresQuery(unsafeSQL: sql), database: database).first?.decode(Int.self)
     }
 
+    /// Runs `body` while a transaction of the test's holds `table` of `database` in `EXCLUSIVE`
+    /// mode: reads go on, every write to it waits until `body` returns.
+    func whileLocked<T>(_ table: String, database: String, _ body: () async throws -> T) async throws -> T {
+        let logger = TestLogging.logger("postgres")
+        let connection = try await PostgresConnection.connect(
+            configuration: .init(host: "127.0.0.1", port: port, username: Self.user, password: Self.password, database: database, tls: .disable),
+            id: 0, logger: logger)
+        do {
+            _ = try await connection.query("BEGIN", logger: logger)
+            _ = try await connection.query(PostgresQuery(unsafeSQL: "LOCK TABLE \(table) IN EXCLUSIVE MODE"), logger: logger)
+            let result = try await body()
+            _ = try await connection.query("ROLLBACK", logger: logger)
+            try await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
     private func rows(_ query: PostgresQuery, database: String) async throws -> [PostgresRow] {
         let logger = TestLogging.logger("postgres")
         let connection = try await PostgresConnection.connect(

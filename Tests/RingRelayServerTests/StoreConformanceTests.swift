@@ -610,6 +610,51 @@ import Testing
         try await store.close()
     }
 
+    /// The sweep of calls to one identity: two sweeps through two handles at once end every
+    /// due call exactly once between them (on PostgreSQL each skips the rows the other holds,
+    /// rather than waiting for them), oldest deadline first within the limit, and leave alone
+    /// calls still inside their ring time, calls that moved on, and ring groups.
+    @Test(arguments: StoreEngine.allCases) func sweepsAtOnceEndEachDueCallOnceAndLeaveTheRest(engine: StoreEngine) async throws {
+        let opened = try await engine.makeStore()
+        defer { opened.remove() }
+        let store = opened.store
+        let other = try await opened.reopen()
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let account = try await opened.makeAccount(at: now).id
+        var due: [Call] = []
+        for index in 0..<60 {
+            var call = ringingCall("alice", "bob\(index)", account: account, at: now.addingTimeInterval(Double(index) / 100))
+            call.id = ResourceID.make(ResourceID.call, at: now.addingTimeInterval(Double(index) / 1000))
+            _ = try await store.createCall(call)
+            due.append(call)
+        }
+        let later = ringingCall("alice", "late", account: account, at: now.addingTimeInterval(20))
+        _ = try await store.createCall(later)
+        var group = ringingCall("alice", "erin", account: account, at: now.addingTimeInterval(0.5))
+        group.group = RingGroup(mode: .first, members: ["erin", "frank"].map { CallParticipant(identity: $0) })
+        _ = try await store.createCall(group)
+        try await other.setCallState(id: due[7].id, accountID: account, state: .cancelled, at: now.addingTimeInterval(1))
+
+        let at = now.addingTimeInterval(31)
+        // The limit takes the oldest deadlines first.
+        let first = try await store.endUnansweredCalls(at: at, limit: 3)
+        #expect(first.map(\.id) == due.prefix(3).map(\.id))
+        async let one = store.endUnansweredCalls(at: at, limit: 500)
+        async let two = other.endUnansweredCalls(at: at, limit: 500)
+        let (ended, endedToo) = try await (one, two)
+        let all = first + ended + endedToo
+        #expect(all.count == 59, "each due call once (one was cancelled): \(first.count) + \(ended.count) + \(endedToo.count)")
+        #expect(Set(all.map(\.id)) == Set(due.map(\.id)).subtracting([due[7].id]))
+        #expect(all.allSatisfy { $0.state == .missed && $0.endReason == .unanswered && $0.endedAt == at && $0.version == due[0].version + 1 })
+        for call in all.prefix(5) { #expect(try await other.call(id: call.id, accountID: account) == call) }
+        #expect(try await other.call(id: due[7].id, accountID: account)?.state == .cancelled)
+        #expect(try await store.call(id: later.id, accountID: account)?.state == .ringing)
+        #expect(try await store.call(id: group.id, accountID: account)?.state == .ringing, "ring groups end by their own rules")
+        #expect(try await store.endUnansweredCalls(at: at, limit: 500).isEmpty)
+        try await other.close()
+        try await store.close()
+    }
+
     /// Every instance sweeps the same due calls, and many share their deadline (a few hundred
     /// calls a second land in the same millisecond): two sweeps of one batch through two handles
     /// at once, in opposite orders, each call ended once, and neither fails. On PostgreSQL they

@@ -95,8 +95,9 @@ extension AppServices {
         let cluster = ClusterSync(bus: bus, store: store, credentials: credentials, faults: faults, hub: hub, logger: logger)
         let executor = RingExecutor(
             store: store, hub: hub, cluster: cluster, pusher: pusher, clock: clock, metrics: metrics, liveFallback: configuration.liveFallback)
+        let admission = Admission(store: store, bus: bus, limit: configuration.overloadDelay, metrics: metrics, logger: logger)
         let ringer = Ringer(
-            store: store, hub: hub, cluster: cluster, executor: executor, clock: clock, metrics: metrics, logger: logger,
+            store: store, hub: hub, cluster: cluster, executor: executor, admission: admission, clock: clock, metrics: metrics, logger: logger,
             ringTimeout: configuration.ringTimeout, answerWait: configuration.webhookWait)
         return AppServices(
             store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
@@ -123,6 +124,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     if configuration.accessLog { router.add(middleware: AccessLogMiddleware(logger: services.logger)) }
     router.add(middleware: MetricsMiddleware(metrics: services.metrics))
     router.add(middleware: ErrorMiddleware())
+    router.add(middleware: AdmissionMiddleware(admission: services.ringer.admission))
     router.add(
         middleware: AuthMiddleware(
             adminToken: services.adminToken, metricsToken: configuration.metricsToken, store: services.store, signer: services.signer, clock: services.clock))

@@ -18,7 +18,8 @@ struct ErrorMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch {
             let mapped = Self.map(error)
-            if mapped.kind == .internal || mapped.kind == .unavailable {
+            // A refusal for overload is logged by Admission, at most once in a while.
+            if mapped.kind == .internal || (mapped.kind == .unavailable && mapped.code != RingRelayError.Code.overloaded.rawValue) {
                 context.logger.error(
                     "request failed",
                     metadata: ["error.code": .string(mapped.code), "error.cause": .string("\(error)"), "error.location": .string(mapped.location)])

@@ -51,6 +51,9 @@ public struct ServerConfiguration: Sendable {
     public var webhookWait: Duration = .seconds(5)
     /// How long a live ring waits for the device's ack before its push bindings are rung too.
     public var liveFallback: Duration = .seconds(1)
+    /// How long the database's or the instances' bus's line may get before new calls are refused
+    /// (`503 overloaded`, see `Admission`).
+    public var overloadDelay: Duration = .milliseconds(250)
     /// How long a live connection may be quiet before the server pings it; one still quiet a second
     /// interval later is dropped.
     public var livePingInterval: Duration = .seconds(15)
@@ -103,6 +106,7 @@ public struct ServerConfiguration: Sendable {
         case ringTimeout = "ring-timeout"
         case webhookWait = "webhook-wait"
         case liveFallback = "live-fallback"
+        case overloadDelay = "overload-delay"
         case livePingInterval = "live-ping-interval"
         case shutdownGrace = "shutdown-grace"
         case idleTimeout = "idle-timeout"
@@ -185,6 +189,7 @@ public struct ServerConfiguration: Sendable {
         if let text = value(.ringTimeout) { ringTimeout = try Self.duration(text, key: .ringTimeout, within: 5...180) }
         if let text = value(.webhookWait) { webhookWait = try Self.duration(text, key: .webhookWait, within: 0...30) }
         if let text = value(.liveFallback) { liveFallback = try Self.duration(text, key: .liveFallback, within: 0.05...30) }
+        if let text = value(.overloadDelay) { overloadDelay = try Self.duration(text, key: .overloadDelay, within: 0.01...60) }
         if let text = value(.livePingInterval) { livePingInterval = try Self.duration(text, key: .livePingInterval, within: 1...300) }
         if let text = value(.shutdownGrace) { shutdownGrace = try Self.duration(text, key: .shutdownGrace, within: 0...300) }
         if let text = value(.idleTimeout) { idleTimeout = try Self.duration(text, key: .idleTimeout, within: 1...3600) }

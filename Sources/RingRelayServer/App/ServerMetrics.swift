@@ -85,6 +85,11 @@ struct ServerMetrics: Sendable {
         handles.single.value(for: "ringrelay_ring_fanout") { Recorder(label: "ringrelay_ring_fanout", factory: factory) }.record(devices)
     }
 
+    /// Counts a new call refused because the server is behind, by what was behind (`database`, `cluster_bus`).
+    func recordCallRefused(behind: String) {
+        Counter(label: "ringrelay_calls_refused_total", dimensions: [("behind", behind)], factory: factory).increment()
+    }
+
     /// Records the time from a call's arrival to its first push answer.
     func recordFirstPush(_ seconds: TimeInterval) {
         timer("ringrelay_call_to_first_push_seconds").recordSeconds(seconds)

@@ -65,10 +65,21 @@ struct ClusterSync: Service {
     /// Sends a call's events to this instance's devices, and through the bus to the devices
     /// connected to the others.
     func publish(_ events: [PlannedEvent], call: Call) async {
-        hub.publish(events, call: call)
+        await publish([(events, call)])
+    }
+
+    /// Sends the events of several calls' changes as ``publish(_:call:)`` does, in as few round
+    /// trips to the bus as it allows.
+    func publish(_ changes: [(events: [PlannedEvent], call: Call)]) async {
+        for change in changes { hub.publish(change.events, call: change.call) }
         guard bus.hasPeers else { return }
-        for chunk in Self.chunks(events) {
-            await tellOthers(.callEvents(accountID: call.accountID, callID: call.id, version: call.version, events: chunk))
+        let notices = changes.flatMap { events, call in
+            Self.chunks(events).map { ClusterNotice.callEvents(accountID: call.accountID, callID: call.id, version: call.version, events: $0) }
+        }
+        do {
+            try await bus.publish(contentsOf: notices)
+        } catch {
+            logger.warning("could not tell other instances of a change", metadata: ["error.cause": .string("\(error)")])
         }
     }
 
@@ -84,20 +95,31 @@ struct ClusterSync: Service {
         }
     }
 
+    /// How a ring relayed to another instance ended.
+    enum RelayAnswer: Sendable, Equatable {
+        /// The device acknowledged it in time.
+        case acknowledged
+        /// The other instance did not send it, for this reason (``RemoteRing/notConnected``, ``RemoteRing/ringEnded``).
+        case refused(String)
+        /// No word within the window: the ring or its acknowledgement is late, or lost.
+        case unconfirmed
+        /// Not relayed: too large for a notice.
+        case tooLarge
+    }
+
     /// Asks `instance` to ring a device connected to it and waits for the device's
     /// acknowledgement, relayed back, up to `window`.
-    /// - Returns: whether the device acknowledged the ring in time.
     func ringRemote(
         _ device: LiveDeviceAddress, on instance: String, call: Call, event: CallEventType, calleeBusy: Bool, payload: [UInt8]?, sealed: String?,
         within window: Duration
-    ) async -> Bool {
+    ) async -> RelayAnswer {
         let ring = RemoteRing(
             ringID: UUID().uuidString, origin: bus.instanceID, target: instance, device: device, callID: call.id, event: event,
             calleeBusy: calleeBusy, provider: call.source == .native ? nil : call.source, payload: payload.map { String(decoding: $0, as: UTF8.self) },
             sealed: sealed, ackWindowMilliseconds: Int(window.timeInterval * 1000))
         guard let size = try? JSONEncoder().encode(ring).count, size <= Self.maxNoticeBytes else {
             logger.info("ring too large to relay to another instance; pushing instead", metadata: ["device.id": .string(device.deviceID)])
-            return false
+            return .tooLarge
         }
         return await remoteRings.wait(for: ring.ringID, within: window) {
             await self.tellOthers(.ring(ring))
@@ -231,7 +253,10 @@ struct ClusterSync: Service {
             ringInbox.yield(ring)
         case .notice(.ringAcknowledged(let ringID, let origin)):
             guard origin == bus.instanceID else { return }
-            remoteRings.resolve(ringID)
+            remoteRings.resolve(ringID, .acknowledged)
+        case .notice(.ringRefused(let ringID, let origin, let reason)):
+            guard origin == bus.instanceID else { return }
+            remoteRings.resolve(ringID, .refused(reason))
         case .notice(.deviceMoved(let device, let instance)):
             guard instance != bus.instanceID else { return }
             hub.forget(DeviceKey(accountID: device.accountID, identity: device.identity, deviceID: device.deviceID))
@@ -260,7 +285,7 @@ struct ClusterSync: Service {
             hub.closeAccount(accountID)
         case .devicesUnbound(let accountID, let identity, let deviceIDs):
             hub.closeUnbound(accountID: accountID, identity: identity, deviceIDs: deviceIDs.map(Set.init))
-        case .callEvents, .ring, .ringAcknowledged, .deviceMoved:
+        case .callEvents, .ring, .ringAcknowledged, .ringRefused, .deviceMoved:
             break
         }
     }
@@ -275,21 +300,30 @@ struct ClusterSync: Service {
         }
     }
 
-    /// Sends another instance's ring to a device connected here and relays its acknowledgement.
+    /// Sends another instance's ring to a device connected here and relays its acknowledgement,
+    /// or why it was not sent.
     private func ringHere(_ ring: RemoteRing) async {
         let key = DeviceKey(accountID: ring.device.accountID, identity: ring.device.identity, deviceID: ring.device.deviceID)
+        let refuse = { (reason: String) in await self.tellOthers(.ringRefused(ringID: ring.ringID, origin: ring.origin, reason: reason)) }
         do {
-            guard let call = try await store.call(id: ring.callID, accountID: ring.device.accountID), call.isRinging(ring.device.identity),
-                let eventID = hub.ring(
-                    ring.event, call: call, to: key, calleeBusy: ring.calleeBusy, provider: ring.provider, rawPayload: ring.payload.map { Array($0.utf8) },
-                    sealed: ring.sealed
-                ).eventID
-            else { return }
+            guard let call = try await store.call(id: ring.callID, accountID: ring.device.accountID), call.isRinging(ring.device.identity) else {
+                return await refuse(RemoteRing.ringEnded)
+            }
+            let eventID: String
+            switch hub.ring(
+                ring.event, call: call, to: key, calleeBusy: ring.calleeBusy, provider: ring.provider, rawPayload: ring.payload.map { Array($0.utf8) },
+                sealed: ring.sealed)
+            {
+            case .sent(let sent): eventID = sent
+            case .notConnected: return await refuse(RemoteRing.notConnected)
+            case .ringOver: return await refuse(RemoteRing.ringEnded)
+            }
             let acknowledged = await withTaskCancellationHandler {
                 await hub.awaitAck(eventID, within: .milliseconds(ring.ackWindowMilliseconds))
             } onCancel: {
                 hub.abandonAck(eventID)
             }
+            // No word when the window passed: the origin's own window has passed too.
             guard acknowledged else { return }
             await tellOthers(.ringAcknowledged(ringID: ring.ringID, origin: ring.origin))
         } catch {
@@ -388,32 +422,28 @@ private final class KeptEventWrites: Sendable {
     }
 }
 
-/// Rings relayed to other instances, each waiting for its acknowledgement or its window's end.
+/// Rings relayed to other instances, each waiting for its answer or its window's end.
 ///
-/// A wait is registered before its ring is sent, so an acknowledgement can never come before it;
-/// one that comes after the window finds nothing and is dropped.
+/// A wait is registered before its ring is sent, so an answer can never come before it; one
+/// that comes after the window finds nothing and is dropped.
 private final class RemoteRingWaits: Sendable {
-    private let waits = Mutex<[String: EventLoopPromise<Bool>]>([:])
+    private let waits = Mutex<[String: EventLoopPromise<ClusterSync.RelayAnswer>]>([:])
 
-    /// Registers the wait, runs `send`, and waits until ``resolve(_:)`` is called for `ringID` or
+    /// Registers the wait, runs `send`, and waits until ``resolve(_:_:)`` is called for `ringID` or
     /// `window` passes.
-    func wait(for ringID: String, within window: Duration, send: () async -> Void) async -> Bool {
+    func wait(for ringID: String, within window: Duration, send: () async -> Void) async -> ClusterSync.RelayAnswer {
         let loop = MultiThreadedEventLoopGroup.singleton.any()
-        let promise = loop.makePromise(of: Bool.self)
+        let promise = loop.makePromise(of: ClusterSync.RelayAnswer.self)
         waits.withLock { $0[ringID] = promise }
         // An event-loop timer, as for local rings: no task and no dispatch timer per ring.
-        let timer = loop.scheduleTask(in: TimeAmount(window)) { self.finish(ringID, acknowledged: false) }
+        let timer = loop.scheduleTask(in: TimeAmount(window)) { self.resolve(ringID, .unconfirmed) }
         defer { timer.cancel() }
         await send()
-        return (try? await promise.futureResult.get()) ?? false
+        return (try? await promise.futureResult.get()) ?? .unconfirmed
     }
 
-    /// The device acknowledged `ringID`.
-    func resolve(_ ringID: String) {
-        finish(ringID, acknowledged: true)
-    }
-
-    private func finish(_ ringID: String, acknowledged: Bool) {
-        waits.withLock { $0.removeValue(forKey: ringID) }?.succeed(acknowledged)
+    /// The ring `ringID` has its answer.
+    func resolve(_ ringID: String, _ answer: ClusterSync.RelayAnswer) {
+        waits.withLock { $0.removeValue(forKey: ringID) }?.succeed(answer)
     }
 }

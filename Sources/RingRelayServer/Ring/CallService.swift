@@ -254,29 +254,29 @@ struct CallService: Sendable {
         }
     }
 
-    /// Ends every ring whose time is up. Returns how many.
+    /// Ends every ring whose time is up. Returns how many were found due (at most `limit` of
+    /// each kind): when that is `limit`, more may be.
     ///
-    /// Calls to one identity end in transactions of 10 (at 1,000 calls a second, a commit each was
-    /// as many commits again as the calls' own; 50 at once held an event loop for milliseconds);
-    /// ring groups each apply their own change.
+    /// Calls to one identity end together in the store (``CallStore/endUnansweredCalls(at:limit:)``)
+    /// and are told in one go; ring groups each apply their own change.
     @discardableResult
     func expireDue(limit: Int = 500) async throws -> Int {
-        let due = try await store.expiredRingingCalls(before: clock.now, limit: limit)
         let now = clock.now
-        var single: [Call] = []
-        for call in due {
-            if call.group == nil { single.append(call) } else { await expire(call) }
-        }
-        // In transactions of 10: the store is one writer, and new calls wait behind each. Between
-        // two, the thread is given back: SQLite runs on the calling task's event loop, whose
-        // connections would otherwise wait for the whole sweep.
-        let batchSize = 10
-        for start in stride(from: 0, to: single.count, by: batchSize) {
-            if start > 0 { await Task.yield() }
-            let batch = single[start..<min(start + batchSize, single.count)].map { CallRules.timeout($0, at: now) }
-            for case let missed? in try await store.transitionCalls(batch) { await announceTimeout(missed) }
-        }
-        return due.count
+        let ended = try await store.endUnansweredCalls(at: now, limit: limit)
+        await announceTimeouts(ended)
+        // What is due still: ring groups, and calls another instance's sweep is ending right now.
+        let groups = try await store.expiredRingingCalls(before: now, limit: limit).filter { $0.group != nil }
+        for call in groups { await expire(call) }
+        return max(ended.count, groups.count)
+    }
+
+    /// Tells everyone calls to one identity were not answered in time, their events in as few
+    /// notices to the other instances as fit.
+    private func announceTimeouts(_ ended: [Call]) async {
+        guard !ended.isEmpty else { return }
+        for missed in ended { record(missed) }
+        await cluster.publish(ended.map { (CallRules.events(after: $0, actingDevice: nil), $0) })
+        for missed in ended { await notifier.callEnded(missed) }
     }
 
     /// Tells everyone a call to one identity was not answered in time.

@@ -215,11 +215,11 @@ final class RingExecutor: Sendable {
             answered.reason = "ring_ended"
             answered.completedAt = clock.now
             return answered
-        case .unacknowledged:
-            break
+        case .unacknowledged(let reason):
+            answered.outcome = "unacknowledged"
+            answered.reason = reason
+            answered.completedAt = clock.now
         }
-        answered.outcome = "unacknowledged"
-        answered.completedAt = clock.now
         let bindings = ring.fallbacks[live.deviceID] ?? []
         guard !bindings.isEmpty else { return answered }
         do {
@@ -243,10 +243,23 @@ final class RingExecutor: Sendable {
     /// How a live ring ended.
     private enum LiveRingResult {
         case acknowledged
-        /// Not acknowledged in time, or the device was not connected.
-        case unacknowledged
+        /// Not acknowledged in time, or not sent; the reason is the delivery's (``UnacknowledgedReason``).
+        case unacknowledged(String)
         /// Not sent: the call no longer rings on the device.
         case ringOver
+    }
+
+    /// Why a live ring went unacknowledged, as its delivery record says.
+    enum UnacknowledgedReason {
+        /// Sent, and no acknowledgement came within the window.
+        static let noAck = "no_ack"
+        /// The device's connection had ended when the ring was to be sent.
+        static let notConnected = RemoteRing.notConnected
+        /// Relayed to the instance holding the device, and no word came back within the window
+        /// (the relay or the acknowledgement was late, or the device did not answer).
+        static let relayUnconfirmed = "relay_unconfirmed"
+        /// Too large to relay to the instance holding the device.
+        static let relayTooLarge = "relay_too_large"
     }
 
     /// Rings one connected device, here or through the instance holding it, and waits for its ack.
@@ -254,17 +267,24 @@ final class RingExecutor: Sendable {
         let call = ring.call
         let sealed = ring.content.sealedLive[deviceID]
         if let instance = ring.remote[deviceID] {
-            let acknowledged = await cluster.ringRemote(
+            switch await cluster.ringRemote(
                 LiveDeviceAddress(accountID: key.accountID, identity: key.identity, deviceID: key.deviceID), on: instance, call: call,
                 event: ring.content.liveEvent, calleeBusy: ring.calleeBusy, payload: ring.content.livePayload, sealed: sealed, within: liveFallback)
-            return acknowledged ? .acknowledged : .unacknowledged
+            {
+            case .acknowledged: return .acknowledged
+            case .refused(RemoteRing.ringEnded): return .ringOver
+            case .refused(let reason): return .unacknowledged(reason)
+            case .unconfirmed: return .unacknowledged(UnacknowledgedReason.relayUnconfirmed)
+            case .tooLarge: return .unacknowledged(UnacknowledgedReason.relayTooLarge)
+            }
         }
         switch hub.ring(
             ring.content.liveEvent, call: call, to: key, calleeBusy: ring.calleeBusy, provider: call.source == .native ? nil : call.source,
             rawPayload: ring.content.livePayload, sealed: sealed)
         {
-        case .sent(let eventID): return await hub.awaitAck(eventID, within: liveFallback) ? .acknowledged : .unacknowledged
-        case .notConnected: return .unacknowledged
+        case .sent(let eventID):
+            return await hub.awaitAck(eventID, within: liveFallback) ? .acknowledged : .unacknowledged(UnacknowledgedReason.noAck)
+        case .notConnected: return .unacknowledged(UnacknowledgedReason.notConnected)
         case .ringOver: return .ringOver
         }
     }

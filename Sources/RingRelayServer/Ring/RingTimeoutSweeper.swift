@@ -22,7 +22,7 @@ struct RingTimeoutSweeper: Service {
             while !Task.isCancelled {
                 do {
                     // A full batch means more are due: sweep again at once.
-                    while try await calls.expireDue() == 500 {}
+                    while try await calls.expireDue() >= 500 {}
                 } catch where error.isShutdown {
                     return
                 } catch {
