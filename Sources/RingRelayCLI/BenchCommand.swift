@@ -205,6 +205,26 @@ enum ProcessMemory {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
+    /// CPU time (user and system) of every PostgreSQL process on this machine so far, in seconds,
+    /// those that ended included (a parent's `cutime`/`cstime` hold its waited children's); `nil`
+    /// when none runs. The benchmarks' database is the only one expected on the machine.
+    static func postgresCPUSeconds() -> Double? {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+        var total = 0.0
+        var found = false
+        for entry in entries where entry.allSatisfy(\.isNumber) {
+            guard let stat = procText("/proc/\(entry)/stat"), let open = stat.firstIndex(of: "("), let end = stat.lastIndex(of: ")"),
+                stat[stat.index(after: open)..<end] == "postgres"
+            else { continue }
+            // Fields after the command name: utime 14, stime 15, cutime 16, cstime 17.
+            let fields = stat[stat.index(after: end)...].split(separator: " ")
+            guard fields.count > 14 else { continue }
+            total += fields[11...14].compactMap { Double($0) }.reduce(0, +)
+            found = true
+        }
+        return found ? total / Double(sysconf(Int32(_SC_CLK_TCK))) : nil
+    }
+
     /// The memory allocator a process runs on, from the libraries it mapped: `jemalloc` when
     /// `LD_PRELOAD=libjemalloc.so.2` put it in (as the container image does), else glibc's.
     static func allocator(pid: Int32) -> String {

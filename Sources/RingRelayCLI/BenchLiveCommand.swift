@@ -139,6 +139,7 @@ extension BenchCommand {
                 }
             }
             let cpuBefore = servers.cpuSeconds()
+            let databaseCPUBefore = servers.count > 1 || benchDatabaseURL(databaseUrl) != nil ? ProcessMemory.postgresCPUSeconds() : nil
             let (elapsed, responses) = try await load.run { index in
                 guard let device = reachable.randomElement() else { return false }
                 let instance = index % servers.count
@@ -168,6 +169,7 @@ extension BenchCommand {
                 return refusal == nil
             }
             let cpuSeconds = servers.cpuSeconds() - cpuBefore
+            let databaseCPUSeconds = databaseCPUBefore.flatMap { before in ProcessMemory.postgresCPUSeconds().map { $0 - before } }
             try await killer?.value
             try await Task.sleep(for: .seconds(2))  // the last events
             let peakRSS = servers.peakResidentMiB()
@@ -211,7 +213,8 @@ extension BenchCommand {
                 crossRings: crossRing.count,
                 crossRingP50Ms: crossRing.isEmpty ? nil : percentileMs(crossRing, 0.50),
                 crossRingP99Ms: crossRing.isEmpty ? nil : percentileMs(crossRing, 0.99),
-                serverCPUMicrosecondsPerCall: killOneAfter == nil ? cpuSeconds * 1e6 / Double(max(1, load.count)) : nil,
+                serverCPUMicrosecondsPerCall: killOneAfter == nil ? cpuSeconds * 1e6 / Double(max(1, load.count - notCreated)) : nil,
+                databaseCPUMicrosecondsPerCall: killOneAfter == nil ? databaseCPUSeconds.map { $0 * 1e6 / Double(max(1, load.count - notCreated)) } : nil,
                 killedAfterSeconds: killOneAfter, failovers: failovers.withLock { $0 },
                 callsNotFinal: notFinal, finalStatesSeconds: finalSeconds)
         }
@@ -398,8 +401,10 @@ struct LiveBenchResult: Codable {
     var crossRings: Int
     var crossRingP50Ms: Double?
     var crossRingP99Ms: Double?
-    /// CPU (user and system) of all instances over the calls, per call; not measured when one is killed.
+    /// CPU (user and system) of all instances over the calls, per call answered 201; not measured when one is killed.
     var serverCPUMicrosecondsPerCall: Double?
+    /// The same of PostgreSQL's processes on this machine, when the instances share a database.
+    var databaseCPUMicrosecondsPerCall: Double?
     /// Seconds into the calls the last instance was killed, if it was.
     var killedAfterSeconds: Int?
     /// Calls posted to the next instance because theirs could not be reached.
@@ -430,7 +435,8 @@ struct LiveBenchResult: Codable {
     /// The server's CPU (user and system) over the calls, per call.
     private var cpuSummary: String {
         guard let cpu = serverCPUMicrosecondsPerCall else { return "CPU not measured (an instance was killed)" }
-        return String(format: "%.0f µs of CPU a call", cpu) + (instances > 1 ? ", all instances together" : "")
+        let database = databaseCPUMicrosecondsPerCall.map { String(format: " + %.0f µs of PostgreSQL's = %.0f µs", $0, cpu + $0) } ?? ""
+        return String(format: "%.0f µs of CPU a call answered 201", cpu) + (instances > 1 ? ", all instances together" : "") + database
     }
 
     /// The lines of a run with several instances.

@@ -134,6 +134,17 @@ public enum ClusterNotice: Sendable, Hashable, Codable {
     case ringRefused(ringID: String, origin: String, reason: String)
 }
 
+extension ClusterNotice {
+    /// The one instance the notice is for (a relayed ring, and its answer); `nil` for all.
+    public var addressee: String? {
+        switch self {
+        case .ring(let ring): ring.target
+        case .ringAcknowledged(_, let origin), .ringRefused(_, let origin, _): origin
+        case .credentialsChanged, .accountDeleted, .devicesUnbound, .callEvents, .deviceMoved: nil
+        }
+    }
+}
+
 /// A ring one instance asks the instance holding the device's connection to send.
 public struct RemoteRing: Sendable, Hashable, Codable {
     /// Names the ring between the two instances.

@@ -25,7 +25,7 @@ start_throwaway_postgres() {
     as_pg "$pg/initdb" -D "$dir/pg" -U ringrelay --auth=scram-sha-256 --pwfile="$dir/pwfile" >"$dir/initdb.log" 2>&1
     rm -f "$dir/pwfile"
     as_pg "$pg/pg_ctl" -D "$dir/pg" -l "$dir/pg/server.log" -w -t 120 \
-        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300" start >/dev/null
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300 ${PG_OPTIONS:-}" start >/dev/null
     PGPASSWORD=$password as_pg "$pg/psql" -h 127.0.0.1 -p "$port" -U ringrelay -d postgres -qc "CREATE DATABASE ringrelay" >/dev/null
     export RINGRELAY_DATABASE_URL="postgres://ringrelay:$password@127.0.0.1:$port/ringrelay?sslmode=disable"
 }

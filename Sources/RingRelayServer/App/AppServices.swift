@@ -53,6 +53,7 @@ struct AppServices: Sendable {
                 logger: logger),
             RingTimeoutSweeper(calls: calls, hub: hub, executor: executor, metrics: metrics, logger: logger),
             RingDrainService(executor: executor, logger: logger),
+            ringer.admission.loops,
         ]
     }
 }

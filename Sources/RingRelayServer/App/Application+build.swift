@@ -95,7 +95,7 @@ extension AppServices {
         let cluster = ClusterSync(bus: bus, store: store, credentials: credentials, faults: faults, hub: hub, logger: logger)
         let executor = RingExecutor(
             store: store, hub: hub, cluster: cluster, pusher: pusher, clock: clock, metrics: metrics, liveFallback: configuration.liveFallback)
-        let admission = Admission(store: store, bus: bus, limit: configuration.overloadDelay, metrics: metrics, logger: logger)
+        let admission = Admission(loops: EventLoopLag(), store: store, bus: bus, limit: configuration.overloadDelay, metrics: metrics, logger: logger)
         let ringer = Ringer(
             store: store, hub: hub, cluster: cluster, executor: executor, admission: admission, clock: clock, metrics: metrics, logger: logger,
             ringTimeout: configuration.ringTimeout, answerWait: configuration.webhookWait)
