@@ -26,7 +26,7 @@ public struct PostgresClusterBus: Cluster {
     /// How long a silent instance's records are kept before they are removed.
     static let removedAfterMilliseconds = 60_000
     /// The database's clock, in milliseconds: instances' own clocks need not agree.
-    private static let now = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint"
+    static let now = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint"
     /// The longest pause between attempts to listen again.
     private let maximumBackoff: Duration
     /// This instance's notices on their way back to its own listener: how far behind the bus runs.
@@ -176,13 +176,20 @@ extension PostgresClusterBus {
             """)
     }
 
-    public func remoteDevices(accountID: String, identity: String) async throws -> [String: String] {
-        let rows = try await store.rows(
+    enum RemoteDevices: PreparedText {
+        static func query(accountID: String, identity: String, instanceID: String) -> PostgresQuery {
             """
             SELECT d.device_id, d.instance_id FROM live_devices AS d JOIN cluster_instances AS i ON i.id = d.instance_id
             WHERE d.account_id = \(accountID) AND d.identity = \(identity) AND d.instance_id <> \(instanceID)
-                AND i.seen_at > \(unescaped: Self.now) - \(Self.staleAfterMilliseconds)
-            """)
+                AND i.seen_at > \(unescaped: PostgresClusterBus.now) - \(PostgresClusterBus.staleAfterMilliseconds)
+            """
+        }
+        static let sql = query(accountID: "", identity: "", instanceID: "").sql
+    }
+
+    public func remoteDevices(accountID: String, identity: String) async throws -> [String: String] {
+        let rows = try await store.rows(
+            Prepared<RemoteDevices>(RemoteDevices.query(accountID: accountID, identity: identity, instanceID: instanceID)))
         var devices: [String: String] = [:]
         for row in rows { devices[try row.string("device_id")] = try row.string("instance_id") }
         return devices
@@ -244,9 +251,14 @@ extension PostgresClusterBus {
         }
     }
 
+    enum SettleEvents: PreparedText {
+        static func query(_ eventIDs: [String]) -> PostgresQuery { "UPDATE live_events SET acknowledged = true WHERE event_id = ANY(\(eventIDs))" }
+        static let sql = query([]).sql
+    }
+
     public func settleEvents(_ eventIDs: [String]) async throws {
         guard !eventIDs.isEmpty else { return }
-        _ = try await store.rows("UPDATE live_events SET acknowledged = true WHERE event_id = ANY(\(eventIDs))")
+        _ = try await store.rows(Prepared<SettleEvents>(SettleEvents.query(eventIDs)))
     }
 
     public func takeOverEvents(of device: LiveDeviceAddress) async throws -> [KeptLiveEvent] {

@@ -44,18 +44,30 @@ extension PostgresStore {
         ).isEmpty
     }
 
-    public func activeKey(secretHash: String) async throws -> APIKeyRecord? {
-        try await rows(
+    enum ActiveKey: PreparedText {
+        static func query(secretHash: String) -> PostgresQuery {
             "SELECT id, account_id, secret_hash, hint, created_at, revoked_at FROM api_keys WHERE secret_hash = \(secretHash) AND revoked_at IS NULL"
-        ).first.map { row in
+        }
+        static let sql = query(secretHash: "").sql
+    }
+
+    public func activeKey(secretHash: String) async throws -> APIKeyRecord? {
+        try await rows(Prepared<ActiveKey>(ActiveKey.query(secretHash: secretHash))).first.map { row in
             APIKeyRecord(
                 id: try row.string("id"), accountID: try row.string("account_id"), secretHash: try row.string("secret_hash"),
                 hint: try row.string("hint"), createdAt: try row.date("created_at"), revokedAt: try row.optionalDate("revoked_at"))
         }
     }
 
+    enum CallDefaultsOf: PreparedText {
+        static func query(accountID: String) -> PostgresQuery {
+            "SELECT if_busy, notify_missed FROM account_call_defaults WHERE account_id = \(accountID)"
+        }
+        static let sql = query(accountID: "").sql
+    }
+
     public func callDefaults(accountID: String) async throws -> CallDefaults {
-        guard let row = try await rows("SELECT if_busy, notify_missed FROM account_call_defaults WHERE account_id = \(accountID)").first
+        guard let row = try await rows(Prepared<CallDefaultsOf>(CallDefaultsOf.query(accountID: accountID))).first
         else { return CallDefaults() }
         return CallDefaults(ifBusy: BusyPolicy(rawValue: try row.string("if_busy")) ?? .ring, notifyMissed: try row.boolean("notify_missed"))
     }

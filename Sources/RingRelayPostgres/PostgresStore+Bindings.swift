@@ -3,7 +3,7 @@ import PostgresNIO
 import RingRelayCore
 
 extension PostgresStore {
-    private static let bindingColumns = StoreSQL.bindingColumns
+    static let bindingColumns = StoreSQL.bindingColumns
 
     public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
         // One statement: the unique (account_id, type, token) index decides between insert and
@@ -56,14 +56,19 @@ extension PostgresStore {
         return Page(items: items, nextAfter: next)
     }
 
-    public func activeBindings(accountID: String, identity: String) async throws -> [Binding] {
-        // Read every time: another instance may have changed them a moment ago.
-        try await rows(
+    enum ActiveBindings: PreparedText {
+        static func query(accountID: String, identity: String) -> PostgresQuery {
             """
-            SELECT \(unescaped: Self.bindingColumns) FROM bindings
+            SELECT \(unescaped: PostgresStore.bindingColumns) FROM bindings
             WHERE account_id = \(accountID) AND identity = \(identity) AND status = 'active' ORDER BY id
             """
-        ).map(Self.binding)
+        }
+        static let sql = query(accountID: "", identity: "").sql
+    }
+
+    public func activeBindings(accountID: String, identity: String) async throws -> [Binding] {
+        // Read every time: another instance may have changed them a moment ago.
+        try await rows(Prepared<ActiveBindings>(ActiveBindings.query(accountID: accountID, identity: identity))).map(Self.binding)
     }
 
     public func deleteBinding(id: String, accountID: String, identity: String?) async throws -> Bool {

@@ -86,7 +86,14 @@ extension PostgresStore {
     }
 
     public func call(id: String, accountID: String) async throws -> Call? {
-        try await rows("SELECT \(unescaped: Self.callColumns) FROM calls WHERE id = \(id) AND account_id = \(accountID)").first.map(Self.call)
+        try await rows(Prepared<CallByID>(CallByID.query(id: id, accountID: accountID))).first.map(Self.call)
+    }
+
+    enum CallByID: PreparedText {
+        static func query(id: String, accountID: String) -> PostgresQuery {
+            "SELECT \(unescaped: PostgresStore.callColumns) FROM calls WHERE id = \(id) AND account_id = \(accountID)"
+        }
+        static let sql = query(id: "", accountID: "").sql
     }
 
     public func listCalls(accountID: String, query history: CallHistoryQuery) async throws -> CallHistoryPage {

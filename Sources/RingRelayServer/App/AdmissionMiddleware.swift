@@ -13,8 +13,15 @@ struct AdmissionMiddleware: RouterMiddleware {
     let admission: Admission
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if request.method == .post, Self.startsCalls(request.uri.path) { try admission.admit() }
-        return try await next(request, context)
+        guard request.method == .post, Self.startsCalls(request.uri.path) else { return try await next(request, context) }
+        try admission.admit()
+        // A native call answers once its ring started: how long that takes is how far behind the
+        // server is. (A webhook waits for the devices' first answers, which says nothing of it.)
+        guard request.uri.path == "/v1/calls" else { return try await next(request, context) }
+        let started = ContinuousClock.now
+        let response = try await next(request, context)
+        if response.status == .created { admission.calls.record(.now - started) }
+        return response
     }
 
     static func startsCalls(_ path: String) -> Bool {

@@ -9,8 +9,10 @@ import Synchronization
 ///
 /// Each loop runs a timer every ``interval``; how much later than asked it fires is that loop's
 /// lateness. A loop's lag is the least lateness of its last ``window`` timers, so one long task or
-/// a burst that clears does not count, only a line that stands; ``lag`` is the largest of the
-/// loops'. A measure costs one timer a loop per interval.
+/// a burst that clears does not count, only a line that stands; or, when its timer is overdue
+/// now, how long overdue: a loop that never gets to its timers (NIO runs a chain of tasks before
+/// any timer) reports no lateness until it does. ``lag`` is the largest of the loops'. A measure
+/// costs one timer a loop per interval.
 final class EventLoopLag: Service, Sendable {
     private struct Timer {
         var expected: NIODeadline
@@ -25,12 +27,21 @@ final class EventLoopLag: Service, Sendable {
 
     init(group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) {
         loops = Array(group.makeIterator())
-        timers = Mutex(loops.map { _ in Timer(expected: .now()) })
+        // Nothing is expected until it runs.
+        timers = Mutex(loops.map { _ in Timer(expected: .distantFuture) })
     }
 
     /// The largest of the loops' standing lateness.
     var lag: Duration {
-        .nanoseconds(timers.withLock { timers in timers.map { $0.latest.count < Self.window ? 0 : $0.latest.min() ?? 0 }.max() ?? 0 })
+        let now = NIODeadline.now()
+        let nanoseconds: Int64 = timers.withLock { timers in
+            timers.map { (timer: Timer) -> Int64 in
+                let standing: Int64 = timer.latest.count < Self.window ? 0 : timer.latest.min() ?? 0
+                let overdue: Int64 = now > timer.expected ? (now - timer.expected).nanoseconds : 0
+                return max(standing, overdue)
+            }.max() ?? 0
+        }
+        return .nanoseconds(nanoseconds)
     }
 
     func run() async throws {
@@ -46,7 +57,10 @@ final class EventLoopLag: Service, Sendable {
                 }
             }
         }
-        defer { for timer in repeated { timer.cancel() } }
+        defer {
+            for timer in repeated { timer.cancel() }
+            timers.withLock { timers in for index in timers.indices { timers[index] = Timer(expected: .distantFuture) } }
+        }
         // Measures until the server stops.
         try? await gracefulShutdown()
     }
