@@ -24,6 +24,8 @@ struct BenchServer {
         let serve =
             [
                 "serve", "--port", "0", "--data-dir", dataDirectory, "--admin-token", adminToken, "--log-level", "warning", "--rate-limit", "0",
+                // A fan-out's callee has as many bindings as the bench rings.
+                "--max-bindings-per-identity", "100000",
                 // The load comes from one address, in numbers no real client reaches.
                 "--max-connections", "1000000", "--max-connections-per-address", "1000000",
             ] + arguments

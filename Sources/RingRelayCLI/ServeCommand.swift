@@ -70,6 +70,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "How long a live ring waits for the device's ack before its pushes go too, e.g. 1s or 0.5s. [env: RINGRELAY_LIVE_FALLBACK] (default: 1s)")
     var liveFallback: String?
 
+    @Option(help: "Most active bindings one identity may have; more is refused 409 too_many_bindings. [env: RINGRELAY_MAX_BINDINGS_PER_IDENTITY] (default: 100)")
+    var maxBindingsPerIdentity: String?
+
+    @Option(help: "Most bindings one account may have. [env: RINGRELAY_MAX_BINDINGS_PER_ACCOUNT] (default: 1000000)")
+    var maxBindingsPerAccount: String?
+
     @Option(help: "How late the database or the instances' bus may answer before new calls are refused with 503 and Retry-After, e.g. 0.25s. [env: RINGRELAY_OVERLOAD_DELAY] (default: 0.25s)")
     var overloadDelay: String?
 
@@ -141,6 +147,8 @@ struct ServeCommand: AsyncParsableCommand {
         flags[.webhookWait] = webhookWait
         flags[.liveFallback] = liveFallback
         flags[.overloadDelay] = overloadDelay
+        flags[.maxBindingsPerIdentity] = maxBindingsPerIdentity
+        flags[.maxBindingsPerAccount] = maxBindingsPerAccount
         flags[.livePingInterval] = livePingInterval
         flags[.shutdownGrace] = shutdownGrace
         flags[.idleTimeout] = idleTimeout

@@ -282,8 +282,8 @@ public protocol CallStore: Sendable {
     /// deliveries waits for this, so what it reported survives a crash. Concurrent callers share
     /// one write.
     func flushDeliveries() async throws
-    /// A call's deliveries, in planning order.
-    func deliveries(callID: String) async throws -> [Delivery]
+    /// A call's deliveries in planning (id) order: those after the id `after`, at most `limit`.
+    func deliveries(callID: String, after: String?, limit: Int) async throws -> [Delivery]
     /// Moves a call to `state`, with the time.
     func setCallState(id: String, accountID: String, state: CallState, at date: Date) async throws
     /// Applies a state change only if the call is still in one of `change.from` states (and, when
@@ -319,5 +319,12 @@ extension CallStore {
     /// Deletes every call created before `date`, provider calls included.
     public func pruneCalls(createdBefore date: Date) async throws -> Int {
         try await pruneCalls(createdBefore: date, notificationsCreatedBefore: date)
+    }
+}
+
+extension CallStore {
+    /// All of a call's deliveries, in planning order.
+    public func deliveries(callID: String) async throws -> [Delivery] {
+        try await deliveries(callID: callID, after: nil, limit: .max)
     }
 }

@@ -24,15 +24,48 @@ public protocol AccountStore: Sendable {
     func setCallDefaults(_ defaults: CallDefaults, accountID: String) async throws
 }
 
+/// What a registration may add to its identity and account (``BindingStore/upsertBinding(_:newID:now:room:)``).
+public struct BindingRoom: Sendable, Hashable {
+    /// Most active bindings an identity may have: a binding that would make its identity's one
+    /// more is refused.
+    public var perIdentity: Int
+    /// Whether the account may have one more binding: when not, only a token it has already is
+    /// registered.
+    public var accountHasRoom: Bool
+
+    public init(perIdentity: Int, accountHasRoom: Bool) {
+        self.perIdentity = perIdentity
+        self.accountHasRoom = accountHasRoom
+    }
+
+    /// No limit (tests, tools).
+    public static let unlimited = BindingRoom(perIdentity: .max, accountHasRoom: true)
+}
+
+extension BindingStore {
+    /// Registers without limits; a store that refuses anyway is a defect.
+    public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
+        guard let upsert = try await upsertBinding(registration, newID: newID, now: now, room: .unlimited) else {
+            throw RingRelayError(.internal, code: .storeError, "The binding upsert returned no row.")
+        }
+        return upsert
+    }
+}
+
 /// Device bindings.
 public protocol BindingStore: Sendable {
     /// Creates a binding, or updates the one with the same `(account, type, token)`: the token moves to
-    /// the new identity and becomes active again.
+    /// the new identity and becomes active again; within `room`, in one statement.
     /// - Parameters:
     ///   - registration: validated input.
     ///   - newID: the id to use if the binding is created.
     ///   - now: the registration time.
-    func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert
+    ///   - room: what the registration may add. Re-registering an active binding of the same
+    ///     identity always goes through.
+    /// - Returns: the binding, or `nil` when it would pass `room` (nothing changed).
+    func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date, room: BindingRoom) async throws -> BindingUpsert?
+    /// How many bindings the account has, whatever their status.
+    func bindingCount(accountID: String) async throws -> Int
     /// One binding of the account, optionally only if it belongs to `identity`.
     func binding(id: String, accountID: String, identity: String?) async throws -> Binding?
     /// A page of the account's bindings in id (creation) order.

@@ -151,6 +151,10 @@ extension RingRelayError.Code {
     /// A frame that is not one JSON object with a `type`.
     public static let malformedFrame = Self(rawValue: "malformed_frame")
 
+    /// A binding would pass the identity's (`--max-bindings-per-identity`) or the account's
+    /// (`--max-bindings-per-account`) number of bindings.
+    public static let tooManyBindings = Self(rawValue: "too_many_bindings")
+
     // MARK: Operations
 
     /// The data directory cannot be created or written.
@@ -162,6 +166,8 @@ extension RingRelayError.Code {
     /// The server is behind (its database or the instances' bus answers late): a new call is
     /// refused at once, with `Retry-After`, rather than accepted and rung late.
     public static let overloaded = Self(rawValue: "overloaded")
+    /// The server holds as many request bodies as it reads at once; retry shortly.
+    public static let serverBusy = Self(rawValue: "server_busy")
     /// The database is closed (the server is shutting down).
     public static let storeClosed = Self(rawValue: "store_closed")
     /// A statement did not do what it must.

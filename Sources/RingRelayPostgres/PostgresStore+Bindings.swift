@@ -5,23 +5,38 @@ import RingRelayCore
 extension PostgresStore {
     static let bindingColumns = StoreSQL.bindingColumns
 
-    public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
+    public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date, room: BindingRoom) async throws -> BindingUpsert? {
         // One statement: the unique (account_id, type, token) index decides between insert and
         // update atomically, so two registrations of one token, on any instances, make one row.
+        // The WHERE is the room: an active binding of this identity re-registered always goes
+        // through; anything else only while the identity has fewer active bindings than its
+        // limit, and a token the account does not have only while the account has room. (Two
+        // instances registering for one identity at once may each see room for one: the limit can
+        // be passed by the registrations in flight, never by more.)
         let rows = try await rows(
             """
             INSERT INTO bindings (\(unescaped: Self.bindingColumns))
-            VALUES (\(newID), \(registration.accountID), \(registration.identity), \(registration.type.rawValue), \(registration.token),
+            SELECT \(newID), \(registration.accountID), \(registration.identity), \(registration.type.rawValue), \(registration.token),
                 \(registration.environment?.rawValue), \(registration.environmentIsExplicit), \(registration.deviceID), \(registration.publicKey),
-                'active', NULL, NULL, \(now.millis), \(now.millis), \(now.millis))
+                'active', NULL, NULL, \(now.millis), \(now.millis), \(now.millis)
+            WHERE EXISTS (
+                    SELECT 1 FROM bindings WHERE account_id = \(registration.accountID) AND type = \(registration.type.rawValue)
+                        AND token = \(registration.token) AND identity = \(registration.identity) AND status = 'active')
+                OR ((SELECT COUNT(*) FROM bindings
+                        WHERE account_id = \(registration.accountID) AND identity = \(registration.identity) AND status = 'active') < \(room.perIdentity)
+                    AND (\(room.accountHasRoom) OR EXISTS (
+                        SELECT 1 FROM bindings WHERE account_id = \(registration.accountID) AND type = \(registration.type.rawValue)
+                            AND token = \(registration.token))))
             \(unescaped: StoreSQL.bindingUpsert)
             RETURNING \(unescaped: Self.bindingColumns)
             """)
-        guard let row = rows.first else {
-            throw RingRelayError(.internal, code: .storeError, "The binding upsert returned no row.")
-        }
+        guard let row = rows.first else { return nil }
         let binding = try Self.binding(row)
         return BindingUpsert(binding: binding, created: binding.id == newID)
+    }
+
+    public func bindingCount(accountID: String) async throws -> Int {
+        try await rows("SELECT COUNT(*) AS n FROM bindings WHERE account_id = \(accountID)").first?.integer("n") ?? 0
     }
 
     public func binding(id: String, accountID: String, identity: String?) async throws -> Binding? {

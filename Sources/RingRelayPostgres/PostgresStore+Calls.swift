@@ -165,9 +165,14 @@ extension PostgresStore {
         try await deliveryWrites.withLock { try await self.writeBacklog() }
     }
 
-    public func deliveries(callID: String) async throws -> [Delivery] {
+    public func deliveries(callID: String, after: String?, limit: Int) async throws -> [Delivery] {
         try await flushDeliveries()
-        return try await rows("SELECT \(unescaped: Self.deliveryColumns) FROM deliveries WHERE call_id = \(callID) ORDER BY id").map { row in
+        return try await rows(
+            """
+            SELECT \(unescaped: Self.deliveryColumns) FROM deliveries WHERE call_id = \(callID) AND id > \(after ?? "")
+            ORDER BY id LIMIT \(limit)
+            """
+        ).map { row in
             Delivery(
                 id: try row.string("id"), callID: try row.string("call_id"), bindingID: try row.optionalString("binding_id"),
                 deviceID: try row.optionalString("device_id"), channel: PushChannel(rawValue: try row.string("channel")) ?? .apns,

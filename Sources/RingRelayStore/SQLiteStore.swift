@@ -428,13 +428,21 @@ extension SQLiteStore {
 extension SQLiteStore {
     private static let bindingColumns = StoreSQL.bindingColumns
 
-    public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date) async throws -> BindingUpsert {
+    public func upsertBinding(_ registration: BindingRegistration, newID: String, now: Date, room: BindingRoom) async throws -> BindingUpsert? {
         // One statement: the unique (account_id, type, token) index decides between insert and
         // update atomically, so two concurrent registrations of one token cannot create two rows.
+        // The WHERE is the room: an active binding of this identity re-registered always goes
+        // through; anything else only while the identity has fewer active bindings than its
+        // limit, and a token the account does not have only while the account has room. (The
+        // file has one writer: the count cannot change between the check and the insert.)
         let rows = try await query(
             """
             INSERT INTO bindings (\(Self.bindingColumns))
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', NULL, NULL, ?, ?, ?)
+            SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'active', NULL, NULL, ?10, ?10, ?10
+            WHERE EXISTS (
+                    SELECT 1 FROM bindings WHERE account_id = ?2 AND type = ?4 AND token = ?5 AND identity = ?3 AND status = 'active')
+                OR ((SELECT COUNT(*) FROM bindings WHERE account_id = ?2 AND identity = ?3 AND status = 'active') < ?11
+                    AND (?12 OR EXISTS (SELECT 1 FROM bindings WHERE account_id = ?2 AND type = ?4 AND token = ?5)))
             \(StoreSQL.bindingUpsert)
             RETURNING \(Self.bindingColumns)
             """,
@@ -443,14 +451,18 @@ extension SQLiteStore {
                 .text(registration.type.rawValue), .text(registration.token),
                 .optionalText(registration.environment?.rawValue), .integer(registration.environmentIsExplicit ? 1 : 0),
                 .optionalText(registration.deviceID),
-                .optionalText(registration.publicKey), .integer(now.millis), .integer(now.millis), .integer(now.millis),
+                .optionalText(registration.publicKey), .integer(now.millis), .integer(room.perIdentity),
+                .integer(room.accountHasRoom ? 1 : 0),
             ])
+        guard let row = rows.first else { return nil }
         bindingCache.invalidate(accountID: registration.accountID)
-        guard let row = rows.first else {
-            throw RingRelayError(.internal, code: .storeError, "The binding upsert returned no row.")
-        }
         let binding = try Self.binding(row)
         return BindingUpsert(binding: binding, created: binding.id == newID)
+    }
+
+    public func bindingCount(accountID: String) async throws -> Int {
+        let rows = try await query("SELECT COUNT(*) AS n FROM bindings WHERE account_id = ?", [.text(accountID)])
+        return Int(rows.first?.column("n")?.integer ?? 0)
     }
 
     public func binding(id: String, accountID: String, identity: String?) async throws -> Binding? {
@@ -965,11 +977,12 @@ extension SQLiteStore {
         return round.map { .success($0) }
     }
 
-    public func deliveries(callID: String) async throws -> [Delivery] {
+    public func deliveries(callID: String, after: String?, limit: Int) async throws -> [Delivery] {
         try await locked { connection in
             try self.writeBacklog(on: connection)
             return try connection.query(
-                "SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? ORDER BY id", [.text(callID)]
+                "SELECT \(Self.deliveryColumns) FROM deliveries WHERE call_id = ? AND id > ? ORDER BY id LIMIT ?",
+                [.text(callID), .text(after ?? ""), .integer(limit)]
             ).map { row in
                 Delivery(
                     id: row.string("id"), callID: row.string("call_id"), bindingID: row.optionalString("binding_id"),

@@ -99,8 +99,12 @@ public struct CallResource: Sendable, Hashable, Codable {
     public var participants: [CallParticipantResource]?
     /// The call's own missed-call-notice choice; absent when it follows the account's default.
     public var notifyMissed: Bool?
-    /// One entry per device rung. Present in `GET /v1/calls/{id}`; absent inside WebSocket events.
+    /// One entry per device rung, the first 500. Present in `GET /v1/calls/{id}`; absent inside
+    /// WebSocket events.
     public var deliveries: [DeliveryResource]?
+    /// When the call has more than 500 deliveries: pass as `cursor` to
+    /// `GET /v1/calls/{id}/deliveries` for the rest.
+    public var deliveriesNextCursor: String?
 
     /// Creates the body.
     public init(
@@ -159,6 +163,19 @@ public struct CallParticipantResource: Sendable, Hashable, Codable {
         self.answeredBy = answeredBy
         self.answeredAt = answeredAt
         self.endedAt = endedAt
+    }
+}
+
+/// `GET /v1/calls/{id}/deliveries` answer: one page of a call's deliveries, in planning order.
+public struct DeliveryList: Sendable, Hashable, Codable {
+    public var data: [DeliveryResource]
+    /// Pass as `cursor` for the next page; absent on the last page.
+    public var nextCursor: String?
+
+    /// Creates the body.
+    public init(data: [DeliveryResource], nextCursor: String?) {
+        self.data = data
+        self.nextCursor = nextCursor
     }
 }
 

@@ -288,6 +288,7 @@ package struct JSONText {
             if let avatarUrl = call.avatarUrl { members.member("avatarUrl") { $0.string(avatarUrl) } }
             members.member("createdAt") { $0.date(call.createdAt) }
             if let deliveries = call.deliveries { members.member("deliveries") { $0.array(deliveries) { $0.deliveryResource($1) } } }
+            if let cursor = call.deliveriesNextCursor { members.member("deliveriesNextCursor") { $0.string(cursor) } }
             if let displayName = call.displayName { members.member("displayName") { $0.string(displayName) } }
             if let durationSeconds = call.durationSeconds { members.member("durationSeconds") { $0.raw(String(durationSeconds)) } }
             if let endReason = call.endReason { members.member("endReason") { $0.string(endReason) } }

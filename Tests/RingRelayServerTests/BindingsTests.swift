@@ -4,6 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import RingRelayWire
 import RingRelayTesting
+import RingRelayServer
 import Testing
 
 @Suite struct BindingsTests {
@@ -199,6 +200,82 @@ import Testing
             _ = try await client.createBinding(#"{"identity":"b","type":"fcm","token":"\#(String(repeating: "x", count: 4096))"}"#, token: key)
             let identity = String(repeating: "i", count: 256)
             _ = try await client.createBinding(#"{"identity":"\#(identity)","type":"fcm","token":"y"}"#, token: key)
+        }
+    }
+}
+
+/// Fair share for bindings (issue 42): an identity and an account have at most so many, and
+/// registrations spend a budget, alone or in a batch, with a key or a device token.
+@Suite struct BindingLimitsTests {
+    @Test func anIdentityPastItsLimitIsRefusedAloneAndInABatch() async throws {
+        var configured = try await TestServer.make()
+        configured.configuration.maxBindingsPerIdentity = 2
+        let server = configured
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            _ = try await client.createBinding(#"{"identity":"bob","type":"fcm","token":"b1"}"#, token: key)
+            _ = try await client.createBinding(#"{"identity":"bob","type":"fcm","token":"b2"}"#, token: key)
+            let refused = try await client.send(.post, "/v1/bindings", token: key, json: #"{"identity":"bob","type":"fcm","token":"b3"}"#)
+            #expect(refused.status == .conflict)
+            #expect(refused.errorCode == "too_many_bindings")
+            // Registering one it has again is not a new one.
+            _ = try await client.createBinding(#"{"identity":"bob","type":"fcm","token":"b1"}"#, token: key, expect: .ok)
+            // A device token registering for its own identity is held to it too.
+            let device = try await client.accessToken(identity: "bob", deviceID: "phone", key: key)
+            let own = try await client.send(.post, "/v1/bindings", token: device, json: #"{"type":"fcm","token":"b4"}"#)
+            #expect(own.status == .conflict)
+            #expect(own.errorCode == "too_many_bindings")
+            // In a batch, each item on its own: carol's two go in, her third and bob's are refused.
+            let body = #"{"upsert":[{"identity":"carol","type":"fcm","token":"c1"},{"identity":"carol","type":"fcm","token":"c2"},{"identity":"carol","type":"fcm","token":"c3"},{"identity":"bob","type":"fcm","token":"b5"}]}"#
+            let batch = try await client.send(.post, "/v1/bindings/batch", token: key, json: body).decode(BindingBatchResponse.self)
+            #expect(batch.upsert.map(\.status) == [201, 201, 409, 409])
+            #expect(batch.upsert[2].error?.code == "too_many_bindings")
+            let listed = try await client.send(.get, "/v1/bindings?identity=bob", token: key).decode(BindingList.self)
+            #expect(listed.data.map(\.token).sorted() == ["b1", "b2"])
+        }
+    }
+
+    @Test func anAccountPastItsLimitRegistersOnlyTokensItHas() async throws {
+        var configured = try await TestServer.make()
+        configured.configuration.maxBindingsPerAccount = 3
+        let server = configured
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            for index in 1...3 { _ = try await client.createBinding(#"{"identity":"user-\#(index)","type":"fcm","token":"t\#(index)"}"#, token: key) }
+            let refused = try await client.send(.post, "/v1/bindings", token: key, json: #"{"identity":"user-4","type":"fcm","token":"t4"}"#)
+            #expect(refused.status == .conflict)
+            #expect(refused.errorCode == "too_many_bindings")
+            #expect(refused.errorMessage?.contains("account") == true)
+            // A token the account has moves to another identity, full or not.
+            _ = try await client.createBinding(#"{"identity":"user-4","type":"fcm","token":"t1"}"#, token: key, expect: .ok)
+            // Another account is not held to this one's count.
+            let other = try await client.createAccount("globex", admin: server.adminToken).apiKey
+            _ = try await client.createBinding(#"{"identity":"user-1","type":"fcm","token":"t1"}"#, token: other)
+        }
+    }
+
+    @Test func registrationsSpendTheAccountsBudgetEachItemOfABatchToo() async throws {
+        var configured = try await TestServer.make()
+        configured.configuration.rateLimit = 1
+        configured.configuration.rateLimitBurst = 2
+        let server = configured
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            // The account's burst holds one full batch: 500 items, then nothing.
+            let items = (0..<501).map { #"{"identity":"user-\#($0)","type":"fcm","token":"t\#($0)"}"# }
+            let batch = try await client.send(.post, "/v1/bindings/batch", token: key, json: #"{"upsert":[\#(items.prefix(500).joined(separator: ","))]}"#)
+                .decode(BindingBatchResponse.self)
+            #expect(batch.upsert.allSatisfy { $0.status == 201 })
+            let limited = try await client.send(.post, "/v1/bindings", token: key, json: items[500])
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.headers[.retryAfter] != nil)
+            // A device spends its identity's budget (a tenth: a burst of 1), not the account's.
+            let device = try await client.accessToken(identity: "dave", deviceID: "d1", key: key)
+            _ = try await client.createBinding(#"{"type":"fcm","token":"d1"}"#, token: device)
+            let deviceLimited = try await client.send(.post, "/v1/bindings", token: device, json: #"{"type":"fcm","token":"d2"}"#)
+            #expect(deviceLimited.status == .tooManyRequests)
+            server.clock.advance(by: 10)
+            _ = try await client.createBinding(#"{"identity":"user-500","type":"fcm","token":"t500"}"#, token: key)
         }
     }
 }

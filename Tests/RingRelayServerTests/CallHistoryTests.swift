@@ -370,3 +370,48 @@ extension LiveCallTests.World {
         return ids
     }
 }
+
+/// A ring of many devices is read in pages: its answer and `GET /v1/calls/{id}` carry the first
+/// 500 deliveries and a cursor, `GET /v1/calls/{id}/deliveries` the rest (issue 42: one call's
+/// record once answered 23.9 MB).
+@Suite struct DeliveryPagesTests {
+    @Test func aLargeRingsDeliveriesComeInPagesOfAtMost500() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient { client in
+            let key = try await client.createAccount("acme", admin: server.adminToken).apiKey
+            for batch in 0..<3 {
+                let items = (0..<400).map { #"{"identity":"bob","type":"fcm","token":"t-\#(batch)-\#($0)"}"# }.joined(separator: ",")
+                #expect(try await client.send(.post, "/v1/bindings/batch", token: key, json: #"{"upsert":[\#(items)]}"#).status == .ok)
+            }
+            let created = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"bob"}"#)
+            #expect(created.status == .created)
+            let call = try created.decode(CallResource.self)
+            #expect(call.deliveries?.count == 500)
+            #expect(call.deliveriesNextCursor != nil)
+            let read = try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self)
+            #expect(read.deliveries?.count == 500)
+            var ids = read.deliveries?.map(\.id) ?? []
+            var cursor = read.deliveriesNextCursor
+            var pages = 0
+            while let next = cursor {
+                let page = try await client.send(.get, "/v1/calls/\(call.id)/deliveries?cursor=\(next)", token: key).decode(DeliveryList.self)
+                #expect(page.data.count <= 500)
+                ids += page.data.map(\.id)
+                cursor = page.nextCursor
+                pages += 1
+            }
+            #expect(pages == 2)
+            #expect(ids.count == 1200)
+            #expect(Set(ids).count == 1200, "each delivery once")
+            #expect(ids == ids.sorted(), "in planning order")
+            // A page of 7, and the cursors are checked.
+            let small = try await client.send(.get, "/v1/calls/\(call.id)/deliveries?limit=7", token: key).decode(DeliveryList.self)
+            #expect(small.data.map(\.id) == Array(ids.prefix(7)))
+            #expect(try await client.send(.get, "/v1/calls/\(call.id)/deliveries?cursor=bm9wZQ", token: key).errorCode == "invalid_cursor")
+            #expect(try await client.send(.get, "/v1/calls/\(call.id)/deliveries?limit=501", token: key).errorCode == "invalid_parameter")
+            // Someone who may not read the call gets the same 404 as for none.
+            let mallory = try await client.accessToken(identity: "mallory", deviceID: "m1", key: key)
+            #expect(try await client.send(.get, "/v1/calls/\(call.id)/deliveries", token: mallory).status == .notFound)
+        }
+    }
+}

@@ -610,6 +610,41 @@ import Testing
         try await store.close()
     }
 
+    /// A registration stays within its room: an identity's active bindings up to its limit, a
+    /// token the account does not have only while the account has room. Re-registering an
+    /// active binding of the same identity always goes through; moving a token to a full
+    /// identity, or reviving an invalidated one there, does not.
+    @Test(arguments: StoreEngine.allCases) func registrationsStayWithinTheirRoom(engine: StoreEngine) async throws {
+        let opened = try await engine.makeStore()
+        defer { opened.remove() }
+        let store = opened.store
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        let account = try await opened.makeAccount(at: now).id
+        let room = BindingRoom(perIdentity: 3, accountHasRoom: true)
+        var index = 0
+        func upsert(_ identity: String, _ token: String, room: BindingRoom) async throws -> BindingUpsert? {
+            index += 1
+            return try await store.upsertBinding(
+                registration(identity, token: token, account: account), newID: "bnd_\(String(format: "%04d", index))", now: now, room: room)
+        }
+        for token in ["b1", "b2", "b3"] { #expect(try await upsert("bob", token, room: room)?.created == true) }
+        #expect(try await upsert("bob", "b4", room: room) == nil, "a fourth active binding for bob")
+        #expect(try await upsert("bob", "b1", room: room)?.created == false, "re-registering one of bob's is not a new one")
+        #expect(try await upsert("carol", "c1", room: room)?.created == true)
+        #expect(try await upsert("bob", "c1", room: room) == nil, "carol's token may not move to bob, who is full")
+        // An invalidated binding frees its place; registered again, it takes one.
+        _ = try await store.invalidateBinding(id: "bnd_0002", accountID: account, reason: "Unregistered", at: now, invalidSince: nil)
+        #expect(try await upsert("bob", "c1", room: room)?.created == false, "bob has room again: carol's token moves")
+        #expect(try await upsert("bob", "b2", room: room) == nil, "reviving b2 would make a fourth")
+        // A full account registers no new token, but still its own.
+        let full = BindingRoom(perIdentity: 3, accountHasRoom: false)
+        #expect(try await upsert("dave", "d1", room: full) == nil)
+        #expect(try await upsert("dave", "b3", room: full)?.created == false, "a token the account has moves, full or not")
+        #expect(try await store.bindingCount(accountID: account) == 4)
+        #expect(try await store.activeBindings(accountID: account, identity: "bob").map(\.token).sorted() == ["b1", "c1"])
+        try await store.close()
+    }
+
     /// The sweep of calls to one identity: two sweeps through two handles at once end every
     /// due call exactly once between them (on PostgreSQL each skips the rows the other holds,
     /// rather than waiting for them), oldest deadline first within the limit, and leave alone

@@ -22,7 +22,18 @@ struct TestServer {
     let store: SQLiteStore
     let clock: ManualWallClock
     let adminToken = "test-admin-token-0123456789abcdef"
-    var configuration = ServerConfiguration()
+    /// The server's settings, with the limits a test does not test out of its way: admission
+    /// control (a test's server shares the process's event loops with every other test running,
+    /// so their lateness says nothing of it; tested on servers of their own in `AdmissionTests`
+    /// and `ClusterTests`), the rate budgets and the bindings an identity may have (fan-out tests
+    /// register thousands). Tests of those set them.
+    var configuration: ServerConfiguration = {
+        var configuration = ServerConfiguration()
+        configuration.overloadDelay = .seconds(3600)
+        configuration.rateLimit = 0
+        configuration.maxBindingsPerIdentity = 100_000
+        return configuration
+    }()
 
     /// A server whose clock starts at `start` (a fixed date by default; pushes need the real date,
     /// because push services check token times against their own clocks).
@@ -155,6 +166,11 @@ extension TestResponse {
     /// The `error.code` of an error body.
     var errorCode: String? {
         (try? JSONDecoder.ringRelay.decode(ErrorBody.self, from: Data(buffer: body)))?.error.code
+    }
+
+    /// The `error.message` of an error body.
+    var errorMessage: String? {
+        (try? JSONDecoder.ringRelay.decode(ErrorBody.self, from: Data(buffer: body)))?.error.message
     }
 }
 

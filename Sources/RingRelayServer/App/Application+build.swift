@@ -125,6 +125,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     router.add(middleware: MetricsMiddleware(metrics: services.metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: AdmissionMiddleware(admission: services.ringer.admission))
+    router.add(middleware: BodyBudgetMiddleware(budget: BodyBudget(bytes: configuration.bodyBytesInFlight)))
     router.add(
         middleware: AuthMiddleware(
             adminToken: services.adminToken, metricsToken: configuration.metricsToken, store: services.store, signer: services.signer, clock: services.clock))
@@ -142,7 +143,14 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     ).register(on: router)
     CallSettingsController(store: services.store, maxBodyBytes: maxBodyBytes).register(on: router)
     IdentityKeysController(store: services.store).register(on: router)
-    BindingsController(store: services.store, cluster: services.cluster, clock: services.clock, maxBodyBytes: maxBodyBytes).register(on: router)
+    BindingsController(
+        store: services.store, cluster: services.cluster, clock: services.clock, maxBodyBytes: maxBodyBytes,
+        limits: BindingLimits(perIdentity: configuration.maxBindingsPerIdentity, perAccount: configuration.maxBindingsPerAccount),
+        // One full batch fits in the account's burst.
+        accountLimiter: RateLimiter(
+            rate: configuration.rateLimit, burst: max(configuration.rateLimitBurst, Double(BindingsController.maxBatchItems)), clock: services.clock),
+        identityLimiter: RateLimiter(rate: configuration.rateLimit / 10, burst: max(1, configuration.rateLimitBurst / 10), clock: services.clock)
+    ).register(on: router)
     TestPushController(
         store: services.store, clock: services.clock, pusher: services.pusher,
         limiter: RateLimiter(rate: TestPushController.perSecond, burst: TestPushController.burst, clock: services.clock)

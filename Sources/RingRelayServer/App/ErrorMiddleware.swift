@@ -18,8 +18,8 @@ struct ErrorMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch {
             let mapped = Self.map(error)
-            // A refusal for overload is logged by Admission, at most once in a while.
-            if mapped.kind == .internal || (mapped.kind == .unavailable && mapped.code != RingRelayError.Code.overloaded.rawValue) {
+            // Refusals for load are the server protecting itself, not failures: counted, not logged each.
+            if mapped.kind == .internal || (mapped.kind == .unavailable && !Self.loadRefusals.contains(mapped.code)) {
                 context.logger.error(
                     "request failed",
                     metadata: ["error.code": .string(mapped.code), "error.cause": .string("\(error)"), "error.location": .string(mapped.location)])
@@ -32,6 +32,9 @@ struct ErrorMiddleware: RouterMiddleware {
             return Response.json(status: Self.status(of: mapped.kind), ErrorBody(code: mapped.code, message: mapped.message, state: mapped.state), headers: headers)
         }
     }
+
+    /// The codes of refusals for load (a 503 the client retries after `Retry-After`).
+    static let loadRefusals: Set<String> = [RingRelayError.Code.overloaded.rawValue, RingRelayError.Code.serverBusy.rawValue]
 
     /// The HTTP status of each error kind.
     static func status(of kind: RingRelayError.Kind) -> HTTPResponse.Status {

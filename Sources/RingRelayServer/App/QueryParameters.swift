@@ -68,6 +68,7 @@ extension QueryParameter {
         "GET /v1/bindings": ["identity", "type", "status", "limit", "cursor"],
         "DELETE /v1/bindings": ["identity"],
         "GET /v1/calls": ["identity", "direction", "state", "since", "until", "limit", "cursor"],
+        "GET /v1/calls/{callId}/deliveries": ["limit", "cursor"],
         "GET /v1/connect": ["lastEventId"],
     ]
 

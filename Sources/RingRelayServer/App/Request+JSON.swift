@@ -20,12 +20,7 @@ extension Request {
     /// `maxBytes` 413. (A body that was never read let any client send a megabyte for nothing.)
     func expectNoBody(maxBytes: Int) async throws {
         if let length = headers[.contentLength].flatMap({ Int($0) }), length > maxBytes { throw Self.tooLarge(maxBytes) }
-        let buffer: ByteBuffer
-        do {
-            buffer = try await body.collect(upTo: maxBytes)
-        } catch is NIOTooManyBytesError {
-            throw Self.tooLarge(maxBytes)
-        }
+        let buffer = try await collectBody(maxBytes: maxBytes)
         guard buffer.readableBytesView.contains(where: { !Self.whitespace.contains($0) }) else { return }
         _ = try Self.decode(NoFields.self, from: Data(buffer.readableBytesView))
     }
@@ -46,11 +41,21 @@ extension Request {
         if let length = headers[.contentLength].flatMap({ Int($0) }), length > maxBytes {
             throw Self.tooLarge(maxBytes)
         }
-        do {
-            return try await body.collect(upTo: maxBytes)
-        } catch is NIOTooManyBytesError {
-            throw Self.tooLarge(maxBytes)
+        return try await collectBody(maxBytes: maxBytes)
+    }
+
+    /// Collects the body, up to `maxBytes`, within the server's ``BodyBudget``: its
+    /// `Content-Length`, or `maxBytes` when it does not say, is reserved while it is read.
+    func collectBody(maxBytes: Int) async throws -> ByteBuffer {
+        let collect = {
+            do {
+                return try await body.collect(upTo: maxBytes)
+            } catch is NIOTooManyBytesError {
+                throw Self.tooLarge(maxBytes)
+            }
         }
+        guard let budget = BodyBudget.current else { return try await collect() }
+        return try await budget.reserving(headers[.contentLength].flatMap { Int($0) }.map { min($0, maxBytes) } ?? maxBytes, collect)
     }
 
     /// The 415 for a body not sent as JSON.

@@ -81,6 +81,13 @@ public struct ServerConfiguration: Sendable {
     /// admin token).
     public var metricsToken: String?
     /// Webhooks and calls per second per account (0: unlimited).
+    /// Bytes of request bodies all requests together may hold while they are read (``BodyBudget``):
+    /// room for 64 of the largest batches.
+    public var bodyBytesInFlight = 64 * 1024 * 1024
+    /// Most active bindings an identity may have.
+    public var maxBindingsPerIdentity = 100
+    /// Most bindings (any status) an account may have.
+    public var maxBindingsPerAccount = 1_000_000
     public var rateLimit: Double = 100
     /// Burst allowed above the rate.
     public var rateLimitBurst: Double = 200
@@ -114,6 +121,8 @@ public struct ServerConfiguration: Sendable {
         case bodyTimeout = "body-timeout"
         case maxConnections = "max-connections"
         case maxConnectionsPerAddress = "max-connections-per-address"
+        case maxBindingsPerIdentity = "max-bindings-per-identity"
+        case maxBindingsPerAccount = "max-bindings-per-account"
         case rateLimit = "rate-limit"
         case rateLimitBurst = "rate-limit-burst"
         case sqliteSync = "sqlite-sync"
@@ -216,6 +225,18 @@ public struct ServerConfiguration: Sendable {
         if let token = value(.metricsToken) {
             guard token.count >= 16 else { throw ConfigurationError(key: .metricsToken, "must be at least 16 characters long.") }
             metricsToken = token
+        }
+        if let text = value(.maxBindingsPerIdentity) {
+            guard let count = Int(text), (1...100_000).contains(count) else {
+                throw ConfigurationError(key: .maxBindingsPerIdentity, "must be a whole number from 1 to 100000, got '\(text)'.")
+            }
+            maxBindingsPerIdentity = count
+        }
+        if let text = value(.maxBindingsPerAccount) {
+            guard let count = Int(text), (1...1_000_000_000).contains(count) else {
+                throw ConfigurationError(key: .maxBindingsPerAccount, "must be a whole number from 1 to 1000000000, got '\(text)'.")
+            }
+            maxBindingsPerAccount = count
         }
         if let text = value(.rateLimit) {
             guard let rate = Double(text), rate >= 0 else { throw ConfigurationError(key: .rateLimit, "must be a number ≥ 0, got '\(text)'.") }

@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import RingRelayCore
 import RingRelayWire
+import Synchronization
 
 /// `/v1/bindings`: which devices belong to which identity.
 ///
@@ -18,13 +19,20 @@ struct BindingsController {
     let clock: any WallClock
     /// Largest request body accepted.
     let maxBodyBytes: Int
+    /// How many bindings an identity (active) and an account (any) may have.
+    let limits: BindingLimits
+    /// Binding writes' budgets: each registration (alone or in a batch) takes one token, from the
+    /// account's (API key) or, a tenth of it, the identity's (device token).
+    let accountLimiter: RateLimiter
+    let identityLimiter: RateLimiter
 
     /// Most items a batch may carry (upserts and deletes together).
     static let maxBatchItems = 500
-    /// Largest batch body: its items at their largest (a 4,096-byte FCM token, identity and device
-    /// id of 256 characters written as JSON escapes, the field names) fit in 8 KiB each. The
-    /// general limit would refuse a valid batch of 500 ordinary items.
-    static let maxBatchBodyBytes = maxBatchItems * 8 * 1024
+    /// Largest batch body. Ordinary items (an APNs token, short names) are ~300 bytes, so 500 fit
+    /// many times over; a batch of the largest items (4,096-byte FCM tokens) must be split. Held in
+    /// memory while it is parsed, so it stays small: 60 connections each holding a 4 MiB body once
+    /// took 225 MB.
+    static let maxBatchBodyBytes = 1024 * 1024
 
     func register(on router: Router<RingRelayRequestContext>) {
         router.post("/v1/bindings") { request, context in try await create(request, context) }
@@ -71,8 +79,29 @@ struct BindingsController {
         let registration = try BindingRegistration(
             accountID: scope.accountID, identity: identity, type: type, token: body.token, environment: environment,
             deviceID: body.deviceId ?? scope.deviceID, publicKey: body.publicKey)
+        // A device's writes spend its identity's budget, as its calls do.
+        if let own = scope.identity {
+            try identityLimiter.take("\(scope.accountID)|\(own)", tooMany: "binding writes for this identity")
+        } else {
+            try accountLimiter.take(scope.accountID, tooMany: "binding writes for this account")
+        }
         let now = clock.now
-        return try await store.upsertBinding(registration, newID: ResourceID.make(ResourceID.binding, at: now), now: now)
+        let accountHasRoom = try await limits.accountHasRoom(scope.accountID, store: store)
+        guard
+            let upsert = try await store.upsertBinding(
+                registration, newID: ResourceID.make(ResourceID.binding, at: now), now: now,
+                room: BindingRoom(perIdentity: limits.perIdentity, accountHasRoom: accountHasRoom))
+        else {
+            throw accountHasRoom
+                ? RingRelayError(
+                    .conflict, code: .tooManyBindings,
+                    "The identity has \(limits.perIdentity) active bindings, the most it may have; delete one it no longer uses first.")
+                : RingRelayError(
+                    .conflict, code: .tooManyBindings,
+                    "The account has \(limits.perAccount) bindings, the most it may have; delete bindings it no longer uses first.")
+        }
+        if upsert.created { limits.created(in: scope.accountID) }
+        return upsert
     }
 
     func list(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<BindingList> {
@@ -188,5 +217,43 @@ struct BindingsController {
         context.logger.info(
             "binding batch", metadata: ["batch.upserts": .stringConvertible(upserts.count), "batch.deletes": .stringConvertible(deletes.count)])
         return JSONResponse(BindingBatchResponse(upsert: upsertResults, delete: deleteResults))
+    }
+}
+
+/// How many bindings an identity and an account may have (`--max-bindings-per-identity`,
+/// `--max-bindings-per-account`).
+///
+/// An identity's active bindings are counted by the store as it registers (exact); an account's
+/// count is read at most every ``recount`` and kept up by this instance's registrations in
+/// between: a count of every binding at each registration would cost as much as the account is
+/// large, and the account limit is a guard against runaway growth, not an exact quota (other
+/// instances' registrations of the last seconds may pass it by that many).
+final class BindingLimits: Sendable {
+    let perIdentity: Int
+    let perAccount: Int
+    private let counts = Mutex<[String: (count: Int, readAt: ContinuousClock.Instant)]>([:])
+    /// How long an account's count is kept before it is read again.
+    static let recount: Duration = .seconds(5)
+
+    init(perIdentity: Int, perAccount: Int) {
+        self.perIdentity = perIdentity
+        self.perAccount = perAccount
+    }
+
+    /// Whether the account may have one more binding.
+    func accountHasRoom(_ accountID: String, store: any DataStore) async throws -> Bool {
+        let now = ContinuousClock.now
+        if let known = counts.withLock({ $0[accountID] }), now - known.readAt < Self.recount { return known.count < perAccount }
+        let count = try await store.bindingCount(accountID: accountID)
+        counts.withLock { counts in
+            if counts.count > 10_000 { counts.removeAll() }
+            counts[accountID] = (count, now)
+        }
+        return count < perAccount
+    }
+
+    /// A registration made a binding.
+    func created(in accountID: String) {
+        counts.withLock { counts in counts[accountID]?.count += 1 }
     }
 }

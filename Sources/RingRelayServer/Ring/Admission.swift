@@ -5,8 +5,8 @@ import Synchronization
 /// Refuses new calls while the server is behind, so that a call answered `201` is one it can
 /// ring in time.
 ///
-/// Four lines are watched: the event loops' (how late their timers fire, ``EventLoopLag``: the
-/// CPU cannot keep up), the database's (how long the request first in line for a connection has
+/// Four lines are watched: the event loops' (whether they still run their timers,
+/// ``EventLoopLag``), the database's (how long the request first in line for a connection has
 /// waited, ``DataStore/queueDelay``), the instances' bus (how long this instance's own notices
 /// take to come back, ``ClusterBus/lag``; relayed rings and their acknowledgements travel the same
 /// way), and the calls' own: the least time any of the last second's `POST /v1/calls` took to
@@ -51,7 +51,11 @@ struct Admission: Sendable {
 
     /// Throws `503 overloaded` when a line is longer than ``limit``.
     func admit() throws(RingRelayError) {
-        let waits = [("event_loops", loops.lag), ("database", store.queueDelay), ("cluster_bus", bus.lag), ("calls", calls.standing)]
+        // A loop's timer overdue by four times the limit (a second by default) is a loop that
+        // stopped; a loop merely slow shows in the calls' own times.
+        let waits = [
+            ("event_loops", loops.overdue / 4), ("database", store.queueDelay), ("cluster_bus", bus.lag), ("calls", calls.standing),
+        ]
         guard let (behind, wait) = waits.first(where: { $0.1 > limit }) else { return }
         metrics.recordCallRefused(behind: behind)
         let milliseconds = Int(wait.timeInterval * 1000)
@@ -60,7 +64,7 @@ struct Admission: Sendable {
             logger: logger)
         throw RingRelayError(
             .unavailable, code: .overloaded,
-            "The server is behind (\(Self.describe(behind)) \(milliseconds) ms late) and takes no new call now; retry after \(Int(Self.retryAfter.timeInterval)) s.",
+            "The server is behind (\(Self.describe(behind)) \(behind == "event_loops" ? milliseconds * 4 : milliseconds) ms late) and takes no new call now; retry after \(Int(Self.retryAfter.timeInterval)) s.",
             retryAfter: Self.retryAfter)
     }
 }

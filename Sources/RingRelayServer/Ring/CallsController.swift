@@ -35,6 +35,7 @@ struct CallsController {
         router.post("/v1/calls") { request, context in try await start(request, context) }
         router.get("/v1/calls") { request, context in try await history(request, context) }
         router.get("/v1/calls/:callId") { _, context in try await get(context) }
+        router.get("/v1/calls/:callId/deliveries") { request, context in try await deliveries(request, context) }
         for command in CallCommand.allCases {
             router.post("/v1/calls/:callId/\(command.rawValue)") { request, context in
                 try await apply(command, request, context)
@@ -52,31 +53,58 @@ struct CallsController {
             scope.identity.map { (identityLimiter, "\(scope.accountID)|\($0)", "this identity") } ?? (accountLimiter, scope.accountID, "this account")
         try limiter.take(key, tooMany: "calls for \(who)")
         let result = try await calls.start(body, scope: scope)
-        return JSONResponse(.created, CallResource(result.call, deliveries: result.deliveries))
+        // As `GET` answers: the first page of deliveries, and where the rest are.
+        var resource = CallResource(result.call, deliveries: Array(result.deliveries.prefix(Self.deliveriesPerPage)))
+        if result.deliveries.count > Self.deliveriesPerPage { resource.deliveriesNextCursor = Cursor.encode(result.deliveries[Self.deliveriesPerPage - 1].id) }
+        return JSONResponse(.created, resource)
     }
 
+    /// Most deliveries one answer carries (in `GET /v1/calls/{id}` and a page of its deliveries):
+    /// a ring of tens of thousands of devices is read in pages, not in one answer of megabytes.
+    static let deliveriesPerPage = 500
+
     func get(_ context: RingRelayRequestContext) async throws -> JSONResponse<CallResource> {
+        let call = try await readableCall(context)
+        let page = try await deliveryPage(of: call, after: nil, limit: Self.deliveriesPerPage)
+        var resource = CallResource(call, deliveries: page.data)
+        resource.deliveriesNextCursor = page.nextCursor
+        return JSONResponse(resource)
+    }
+
+    func deliveries(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<DeliveryList> {
+        let call = try await readableCall(context)
+        let parameters = request.uri.queryParameters
+        let limit = try parameters["limit"].map { try QueryParameter.limit(String($0), max: Self.deliveriesPerPage) } ?? Self.deliveriesPerPage
+        let after = try parameters["cursor"].map { try Cursor.decode(String($0), prefix: ResourceID.delivery) }
+        let page = try await deliveryPage(of: call, after: after, limit: limit)
+        return JSONResponse(DeliveryList(data: page.data.map(DeliveryResource.init), nextCursor: page.nextCursor))
+    }
+
+    /// The call named in the path, if the caller may read it: only participants may, and anyone
+    /// else gets the same 404 as for a missing one.
+    private func readableCall(_ context: RingRelayRequestContext) async throws -> Call {
         let scope = try context.requireScope()
         let id = context.parameters.value("callId")
-        // Only participants may read a call; anyone else gets the same 404 as for a missing one.
-        guard let call = try await store.call(id: id, accountID: scope.accountID),
-            scope.identity.map(call.isParticipant) ?? true
-        else {
+        guard let call = try await store.call(id: id, accountID: scope.accountID), scope.identity.map(call.isParticipant) ?? true else {
             throw RingRelayError.notFound("call", id: id)
         }
-        return JSONResponse(CallResource(call, deliveries: try await store.deliveries(callID: call.id)))
+        return call
+    }
+
+    /// Up to `limit` of the call's deliveries after `after`, and the cursor of the next page: one
+    /// more is read to know whether there is one.
+    private func deliveryPage(of call: Call, after: String?, limit: Int) async throws -> (data: [Delivery], nextCursor: String?) {
+        var deliveries = try await store.deliveries(callID: call.id, after: after, limit: limit + 1)
+        guard deliveries.count > limit else { return (deliveries, nil) }
+        deliveries.removeLast()
+        return (deliveries, deliveries.last.map { Cursor.encode($0.id) })
     }
 
     func apply(_ command: CallCommand, _ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<CallResource> {
         let scope = try context.requireScope()
         // The body is optional: an account key may name the device it acts for.
         var body = CallCommandRequest()
-        let bytes: ByteBuffer
-        do {
-            bytes = try await request.body.collect(upTo: Self.maxCommandBodyBytes)
-        } catch is NIOTooManyBytesError {
-            throw Request.tooLarge(Self.maxCommandBodyBytes)
-        }
+        let bytes = try await request.collectBody(maxBytes: Self.maxCommandBodyBytes)
         if bytes.readableBytes > 0 {
             guard request.headers[.contentType].map(Request.isJSON) == true else { throw Request.notJSON }
             body = try Request.decode(CallCommandRequest.self, from: Data(bytes.readableBytesView))

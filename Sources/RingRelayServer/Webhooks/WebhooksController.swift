@@ -211,11 +211,7 @@ struct WebhooksController {
     private func rawBody(_ request: Request) async throws -> [UInt8] {
         let limit = maxBodyBytes
         if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit { throw Request.tooLarge(limit) }
-        do {
-            return Array(try await request.body.collect(upTo: limit).readableBytesView)
-        } catch is NIOTooManyBytesError {
-            throw Request.tooLarge(limit)
-        }
+        return Array(try await request.collectBody(maxBytes: limit).readableBytesView)
     }
 
     /// The URL as the provider requested it: the proxy's view when `--trust-proxy` is set.
