@@ -143,9 +143,9 @@ extension BenchCommand {
                 var outcomes: [String: Int] = [:]
                 while ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(200))
-                    let record = try await Self.call(.GET, "/v1/calls/\(call.id)", api: api, key: key)
-                    outcomes = Dictionary((record.deliveries ?? []).map { ($0.outcome, 1) }, uniquingKeysWith: +)
-                    if outcomes["pending", default: 0] == 0, (record.deliveries?.count ?? 0) == devices { break }
+                    let deliveries = try await Self.deliveries(of: call.id, api: api, key: key)
+                    outcomes = Dictionary(deliveries.map { ($0.outcome, 1) }, uniquingKeysWith: +)
+                    if outcomes["pending", default: 0] == 0, deliveries.count == devices { break }
                 }
                 runs.append(
                     FanoutBenchResult.Run(
@@ -161,6 +161,20 @@ extension BenchCommand {
         /// `method path` answered with a call resource, which lists every delivery, so it can be megabytes.
         private static func call(_ method: HTTPMethod, _ path: String, body: String = "", api: Setup, key: String) async throws -> CallResource {
             try JSONDecoder.ringRelay.decode(CallResource.self, from: try await exchange(method, path, body: body, api: api, key: key))
+        }
+
+        /// Every delivery of the call, page by page (500 a page).
+        private static func deliveries(of callID: String, api: Setup, key: String) async throws -> [DeliveryResource] {
+            var all: [DeliveryResource] = []
+            var cursor: String?
+            repeat {
+                let query = cursor.map { "?cursor=\($0)" } ?? ""
+                let page = try JSONDecoder.ringRelay.decode(
+                    DeliveryList.self, from: try await exchange(.GET, "/v1/calls/\(callID)/deliveries\(query)", api: api, key: key))
+                all += page.data
+                cursor = page.nextCursor
+            } while cursor != nil
+            return all
         }
 
         /// `method path`'s answer body, undecoded; throws unless the status is 2xx.

@@ -22,6 +22,10 @@ public protocol AccountStore: Sendable {
     func callDefaults(accountID: String) async throws -> CallDefaults
     /// Replaces the account's call defaults.
     func setCallDefaults(_ defaults: CallDefaults, accountID: String) async throws
+    /// The operator's settings for the account (``AccountLimits/serverDefaults`` until set).
+    func accountLimits(accountID: String) async throws -> AccountLimits
+    /// Replaces the operator's settings for the account.
+    func setAccountLimits(_ limits: AccountLimits, accountID: String) async throws
 }
 
 /// What a registration may add to its identity and account (``BindingStore/upsertBinding(_:newID:now:room:)``).
@@ -147,6 +151,8 @@ public enum ClusterNotice: Sendable, Hashable, Codable {
     case credentialsChanged(accountID: String, kind: CredentialKind)
     /// The account was deleted: its devices' live connections end, its cached credentials go.
     case accountDeleted(accountID: String)
+    /// An operator changed the account's ``AccountLimits``: cached ones go.
+    case limitsChanged(accountID: String)
     /// Devices of an identity lost their last binding (`deviceIDs`), or every binding of the
     /// identity was deleted (`nil`): their live connections end.
     case devicesUnbound(accountID: String, identity: String, deviceIDs: [String]?)
@@ -173,7 +179,7 @@ extension ClusterNotice {
         switch self {
         case .ring(let ring): ring.target
         case .ringAcknowledged(_, let origin), .ringRefused(_, let origin, _): origin
-        case .credentialsChanged, .accountDeleted, .devicesUnbound, .callEvents, .deviceMoved: nil
+        case .credentialsChanged, .accountDeleted, .limitsChanged, .devicesUnbound, .callEvents, .deviceMoved: nil
         }
     }
 }

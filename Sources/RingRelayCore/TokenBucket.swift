@@ -34,7 +34,13 @@ public final class RateLimiter: Sendable {
     public var count: Int { buckets.withLock { $0.count } }
 
     /// Takes one token for `key`. Returns `nil` when allowed, or how long to wait before retrying.
-    public func acquire(_ key: String) -> Duration? {
+    ///
+    /// - Parameters:
+    ///   - rate: this key's rate, in place of the limiter's (an account's own, set by an operator).
+    ///   - burst: this key's burst, likewise.
+    public func acquire(_ key: String, rate: Double? = nil, burst: Double? = nil) -> Duration? {
+        let rate = rate ?? self.rate
+        let burst = max(1, burst ?? self.burst)
         guard rate > 0 else { return nil }
         let now = clock.now
         return buckets.withLock { buckets in
@@ -58,8 +64,8 @@ public final class RateLimiter: Sendable {
     /// Takes one token for `key`, or throws `429 rate_limited` with `Retry-After`.
     ///
     /// - Parameter what: what there were too many of, for the message ("calls for this account").
-    public func take(_ key: String, tooMany what: String) throws(RingRelayError) {
-        guard let wait = acquire(key) else { return }
+    public func take(_ key: String, tooMany what: String, rate: Double? = nil, burst: Double? = nil) throws(RingRelayError) {
+        guard let wait = acquire(key, rate: rate, burst: burst) else { return }
         throw RingRelayError(
             .rateLimited, code: .rateLimited, "Too many \(what); retry after \(Int(wait.timeInterval.rounded(.up))) s.", retryAfter: wait)
     }

@@ -263,5 +263,18 @@ extension PostgresMigration {
                 "CREATE INDEX live_events_device ON live_events(account_id, identity, device_id, seq)",
                 "CREATE INDEX live_events_expiry ON live_events(expires_at)",
             ]),
+        PostgresMigration(
+            version: 6, name: "account limits",
+            statements: [
+                // An operator's settings for one account; NULL is the server's.
+                """
+                CREATE TABLE account_limits (
+                    account_id TEXT COLLATE "C" PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+                    rate_limit DOUBLE PRECISION,
+                    rate_limit_burst DOUBLE PRECISION,
+                    ring_timeout_seconds INTEGER
+                )
+                """
+            ]),
     ]
 }

@@ -59,6 +59,27 @@ extension PostgresStore {
         }
     }
 
+    public func accountLimits(accountID: String) async throws -> AccountLimits {
+        guard
+            let row = try await rows(
+                "SELECT rate_limit, rate_limit_burst, ring_timeout_seconds FROM account_limits WHERE account_id = \(accountID)"
+            ).first
+        else { return .serverDefaults }
+        return AccountLimits(
+            rateLimit: try row["rate_limit"].decode(Double?.self), rateLimitBurst: try row["rate_limit_burst"].decode(Double?.self),
+            ringTimeoutSeconds: try row["ring_timeout_seconds"].decode(Int?.self))
+    }
+
+    public func setAccountLimits(_ limits: AccountLimits, accountID: String) async throws {
+        _ = try await rows(
+            """
+            INSERT INTO account_limits (account_id, rate_limit, rate_limit_burst, ring_timeout_seconds)
+            VALUES (\(accountID), \(limits.rateLimit), \(limits.rateLimitBurst), \(limits.ringTimeoutSeconds.map(Int32.init)))
+            ON CONFLICT (account_id) DO UPDATE SET rate_limit = excluded.rate_limit, rate_limit_burst = excluded.rate_limit_burst,
+                ring_timeout_seconds = excluded.ring_timeout_seconds
+            """)
+    }
+
     enum CallDefaultsOf: PreparedText {
         static func query(accountID: String) -> PostgresQuery {
             "SELECT if_busy, notify_missed FROM account_call_defaults WHERE account_id = \(accountID)"

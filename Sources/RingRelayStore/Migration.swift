@@ -256,5 +256,18 @@ extension Migration {
                 "CREATE INDEX calls_group_ringing ON calls(ring_deadline) WHERE state = 'accepted' AND members_ringing = 1",
             ]),
         Migration(version: 11, name: "signed-out devices", statements: [StoreSQL.signedOutDevicesTable]),
+        Migration(
+            version: 12, name: "account limits",
+            statements: [
+                // An operator's settings for one account; NULL is the server's.
+                """
+                CREATE TABLE account_limits (
+                    account_id TEXT PRIMARY KEY REFERENCES accounts(id) ON DELETE CASCADE,
+                    rate_limit REAL,
+                    rate_limit_burst REAL,
+                    ring_timeout_seconds INTEGER
+                ) STRICT
+                """
+            ]),
     ]
 }

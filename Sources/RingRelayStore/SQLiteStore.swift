@@ -411,6 +411,29 @@ extension SQLiteStore {
         callDefaultsCache.forget(accountID)
     }
 
+    public func accountLimits(accountID: String) async throws -> AccountLimits {
+        try await query(
+            "SELECT rate_limit, rate_limit_burst, ring_timeout_seconds FROM account_limits WHERE account_id = ?", [.text(accountID)]
+        ).first.map {
+            AccountLimits(
+                rateLimit: $0.column("rate_limit")?.double, rateLimitBurst: $0.column("rate_limit_burst")?.double,
+                ringTimeoutSeconds: $0.column("ring_timeout_seconds")?.integer.map { Int($0) })
+        } ?? .serverDefaults
+    }
+
+    public func setAccountLimits(_ limits: AccountLimits, accountID: String) async throws {
+        _ = try await query(
+            """
+            INSERT INTO account_limits (account_id, rate_limit, rate_limit_burst, ring_timeout_seconds) VALUES (?, ?, ?, ?)
+            ON CONFLICT (account_id) DO UPDATE SET rate_limit = excluded.rate_limit, rate_limit_burst = excluded.rate_limit_burst,
+                ring_timeout_seconds = excluded.ring_timeout_seconds
+            """,
+            [
+                .text(accountID), limits.rateLimit.map { .float($0) } ?? .null, limits.rateLimitBurst.map { .float($0) } ?? .null,
+                limits.ringTimeoutSeconds.map { .integer($0) } ?? .null,
+            ])
+    }
+
     private static let insertKeySQL =
         "INSERT INTO api_keys (id, account_id, secret_hash, hint, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)"
 

@@ -130,3 +130,30 @@ public struct AccessTokenResponse: Sendable, Hashable, Codable {
         self.deviceId = deviceId
     }
 }
+
+/// `GET`/`PUT /v1/accounts/{accountId}/limits` body: an operator's settings for one account in
+/// place of the server's; a field left out (or `null`) is the server's.
+public struct AccountLimitsBody: Sendable, Hashable, Codable {
+    /// Requests per second of each of the account's budgets (webhooks, calls, binding writes); 0 is no limit.
+    public var rateLimit: Double?
+    /// The largest burst of each.
+    public var rateLimitBurst: Double?
+    /// How long a provider call rings, in seconds.
+    public var ringTimeoutSeconds: Int?
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case rateLimit, rateLimitBurst, ringTimeoutSeconds }
+
+    /// Creates the body.
+    public init(rateLimit: Double? = nil, rateLimitBurst: Double? = nil, ringTimeoutSeconds: Int? = nil) {
+        self.rateLimit = rateLimit
+        self.rateLimitBurst = rateLimitBurst
+        self.ringTimeoutSeconds = ringTimeoutSeconds
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
+        rateLimit = try container.decodeIfPresent(Double.self, forKey: .rateLimit)
+        rateLimitBurst = try container.decodeIfPresent(Double.self, forKey: .rateLimitBurst)
+        ringTimeoutSeconds = try container.decodeIfPresent(Int.self, forKey: .ringTimeoutSeconds)
+    }
+}

@@ -88,9 +88,23 @@ import Testing
         let deadline = ContinuousClock.now + .seconds(45)
         while ContinuousClock.now < deadline {
             record = try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self)
+            record.deliveries = try await deliveries(of: call.id, client: client, key: key)
             if record.deliveries?.count == devices, record.deliveries?.allSatisfy({ $0.outcome != "pending" }) == true { break }
             try await Task.sleep(for: .milliseconds(100))
         }
         return record
+    }
+
+    /// Every delivery of a call, page by page.
+    static func deliveries(of callID: String, client: any TestClientProtocol, key: String) async throws -> [DeliveryResource] {
+        var all: [DeliveryResource] = []
+        var cursor: String?
+        repeat {
+            let page = try await client.send(.get, "/v1/calls/\(callID)/deliveries" + (cursor.map { "?cursor=\($0)" } ?? ""), token: key)
+                .decode(DeliveryList.self)
+            all += page.data
+            cursor = page.nextCursor
+        } while cursor != nil
+        return all
     }
 }

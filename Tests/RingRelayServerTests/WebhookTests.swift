@@ -390,6 +390,43 @@ import Testing
         }
     }
 
+    /// An operator's settings for one account (issue 42): its own budget and provider ring time
+    /// in place of the server's; another account keeps the server's; `{}` gives them back.
+    @Test func anAccountsOwnLimitsReplaceTheServersForItAlone() async throws {
+        try await TestServer.withPushServer(configure: { $0.rateLimit = 100; $0.rateLimitBurst = 200 }) { server, _, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            let admin = server.adminToken
+            let path = "/v1/accounts/\(accountID)/limits"
+            _ = try await client.createBinding(#"{"identity":"bob","type":"apns_voip","token":"\#(apnsToken(seed: 12))"}"#, token: key)
+            #expect(try await client.send(.put, path, token: key, json: "{}").status == .forbidden, "the operator's, not the tenant's")
+            #expect(try await client.send(.put, path, token: admin, json: #"{"ringTimeoutSeconds":4}"#).errorCode == "invalid_field")
+            #expect(try await client.send(.put, path, token: admin, json: #"{"rateLimits":1}"#).errorCode == "unknown_field")
+            #expect(try await client.send(.get, "/v1/accounts/acc_unknown/limits", token: admin).status == .notFound)
+            #expect(try await client.send(.get, path, token: admin).decode(AccountLimitsBody.self) == AccountLimitsBody())
+            let set = try await client.send(.put, path, token: admin, json: #"{"rateLimit":1,"rateLimitBurst":1,"ringTimeoutSeconds":60}"#)
+            #expect(set.status == .ok)
+            let expected = AccountLimitsBody(rateLimit: 1, rateLimitBurst: 1, ringTimeoutSeconds: 60)
+            #expect(try await client.send(.get, path, token: admin).decode(AccountLimitsBody.self) == expected)
+            // Its provider call rings 60 s, not the server's 45.
+            let first = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBlim1"))
+            #expect(first.status == .ok)
+            let ring = try first.decode(WebhookRingResponse.self)
+            let call = try await client.send(.get, "/v1/calls/\(ring.callId)", token: key).decode(CallResource.self)
+            #expect(call.ringEndsAt.timeIntervalSince(call.createdAt) == 60)
+            // Its budget is one: the next webhook is refused.
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBlim2")).status == .tooManyRequests)
+            // Another account keeps the server's budget.
+            let other = try await client.createAccount("globex", admin: admin).apiKey
+            for index in 0..<5 {
+                #expect(try await client.send(.post, "/v1/calls", token: other, json: #"{"from":"a","to":"nobody\#(index)"}"#).status == .notFound)
+            }
+            // `{}` gives the account the server's settings back.
+            #expect(try await client.send(.put, path, token: admin, json: "{}").decode(AccountLimitsBody.self) == AccountLimitsBody())
+            server.clock.advance(by: 1)
+            #expect(try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBlim3")).status == .ok)
+        }
+    }
+
     /// One device calling no one in a loop spends its own budget, never the account's webhooks'
     /// (issue 16 item 8: 300 such calls made the next signed Twilio webhook answer 429).
     @Test func aDeviceCallingInALoopCannotBlockTheAccountsWebhooks() async throws {

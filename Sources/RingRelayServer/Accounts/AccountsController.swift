@@ -20,6 +20,8 @@ struct AccountsController {
         router.delete("/v1/accounts/:accountId") { _, context in try await delete(context) }
         router.post("/v1/accounts/:accountId/keys") { request, context in try await createKey(request, context) }
         router.delete("/v1/accounts/:accountId/keys/:keyId") { _, context in try await revokeKey(context) }
+        router.get("/v1/accounts/:accountId/limits") { _, context in try await limits(context) }
+        router.put("/v1/accounts/:accountId/limits") { request, context in try await setLimits(request, context) }
     }
 
     func create(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<CreatedAccount> {
@@ -51,6 +53,37 @@ struct AccountsController {
         await cluster.announce(.accountDeleted(accountID: id))
         context.logger.info("account deleted", metadata: ["account.id": .string(id)])
         return Response(status: .noContent)
+    }
+
+    /// The operator's settings for one account; fields left out are the server's.
+    func limits(_ context: RingRelayRequestContext) async throws -> JSONResponse<AccountLimitsBody> {
+        try context.requireAdmin()
+        let id = try await existingAccount(context)
+        return JSONResponse(Self.body(try await store.accountLimits(accountID: id)))
+    }
+
+    /// Replaces the operator's settings for one account (a field left out goes back to the
+    /// server's); every instance uses them within a moment (`limitsChanged`).
+    func setLimits(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<AccountLimitsBody> {
+        try context.requireAdmin()
+        let id = try await existingAccount(context)
+        let body = try await request.decodeJSON(AccountLimitsBody.self, maxBytes: maxBodyBytes)
+        let limits = try AccountLimits(rateLimit: body.rateLimit, rateLimitBurst: body.rateLimitBurst, ringTimeoutSeconds: body.ringTimeoutSeconds)
+            .validated()
+        try await store.setAccountLimits(limits, accountID: id)
+        await cluster.announce(.limitsChanged(accountID: id))
+        context.logger.info("account limits set", metadata: ["account.id": .string(id)])
+        return JSONResponse(Self.body(limits))
+    }
+
+    private func existingAccount(_ context: RingRelayRequestContext) async throws -> String {
+        let id = context.parameters.value("accountId")
+        guard try await store.account(id: id) != nil else { throw RingRelayError.notFound("account", id: id) }
+        return id
+    }
+
+    private static func body(_ limits: AccountLimits) -> AccountLimitsBody {
+        AccountLimitsBody(rateLimit: limits.rateLimit, rateLimitBurst: limits.rateLimitBurst, ringTimeoutSeconds: limits.ringTimeoutSeconds)
     }
 
     func createKey(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<CreatedKey> {

@@ -92,7 +92,8 @@ extension AppServices {
             store: store, credentials: credentials, apns: APNsPushProvider(client: apns), fcm: FCMPushProvider(client: fcm, clock: clock, tokenHosts: CredentialValidator.fcmTokenHosts(for: configuration.fcm)),
             faults: faults, clock: clock, logger: logger)
         let hub = LiveHub(clock: clock)
-        let cluster = ClusterSync(bus: bus, store: store, credentials: credentials, faults: faults, hub: hub, logger: logger)
+        let limits = AccountLimitsCache(store: store)
+        let cluster = ClusterSync(bus: bus, store: store, credentials: credentials, limits: limits, faults: faults, hub: hub, logger: logger)
         let executor = RingExecutor(
             store: store, hub: hub, cluster: cluster, pusher: pusher, clock: clock, metrics: metrics, liveFallback: configuration.liveFallback)
         let admission = Admission(loops: EventLoopLag(), store: store, bus: bus, limit: configuration.overloadDelay, metrics: metrics, logger: logger)
@@ -146,6 +147,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     BindingsController(
         store: services.store, cluster: services.cluster, clock: services.clock, maxBodyBytes: maxBodyBytes,
         limits: BindingLimits(perIdentity: configuration.maxBindingsPerIdentity, perAccount: configuration.maxBindingsPerAccount),
+        accountLimits: services.cluster.limits,
         // One full batch fits in the account's burst.
         accountLimiter: RateLimiter(
             rate: configuration.rateLimit, burst: max(configuration.rateLimitBurst, Double(BindingsController.maxBatchItems)), clock: services.clock),
@@ -156,14 +158,14 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
         limiter: RateLimiter(rate: TestPushController.perSecond, burst: TestPushController.burst, clock: services.clock)
     ).register(on: router)
     WebhooksController(
-        credentials: services.credentials, ringer: services.ringer, limiter: services.limiter, metrics: services.metrics,
+        credentials: services.credentials, ringer: services.ringer, limiter: services.limiter, limits: services.cluster.limits, metrics: services.metrics,
         maxBodyBytes: maxBodyBytes, trustProxy: configuration.trustProxy, rejections: RateLimitedLog(notLoggedKey: "rejections.not_logged")
     ).register(on: router)
     // Calls have budgets of their own, apart from the provider webhooks' (services.limiter): one
     // per account for its backend (API key), and a tenth of it per calling identity (device
     // tokens), so one device cannot spend its account's budget, nor anyone the webhooks'.
     CallsController(
-        store: services.store, calls: services.calls,
+        store: services.store, calls: services.calls, limits: services.cluster.limits,
         accountLimiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: services.clock),
         identityLimiter: RateLimiter(rate: configuration.rateLimit / 10, burst: max(1, configuration.rateLimitBurst / 10), clock: services.clock),
         maxBodyBytes: maxBodyBytes

@@ -21,6 +21,8 @@ struct BindingsController {
     let maxBodyBytes: Int
     /// How many bindings an identity (active) and an account (any) may have.
     let limits: BindingLimits
+    /// The operator's settings of each account: its budgets.
+    let accountLimits: AccountLimitsCache
     /// Binding writes' budgets: each registration (alone or in a batch) takes one token, from the
     /// account's (API key) or, a tenth of it, the identity's (device token).
     let accountLimiter: RateLimiter
@@ -80,10 +82,15 @@ struct BindingsController {
             accountID: scope.accountID, identity: identity, type: type, token: body.token, environment: environment,
             deviceID: body.deviceId ?? scope.deviceID, publicKey: body.publicKey)
         // A device's writes spend its identity's budget, as its calls do.
-        if let own = scope.identity {
-            try identityLimiter.take("\(scope.accountID)|\(own)", tooMany: "binding writes for this identity")
+        let own = try await accountLimits.limits(scope.accountID)
+        if let device = scope.identity {
+            try identityLimiter.take(
+                "\(scope.accountID)|\(device)", tooMany: "binding writes for this identity", rate: own.rateLimit.map { $0 / 10 },
+                burst: own.rateLimitBurst.map { max(1, $0 / 10) })
         } else {
-            try accountLimiter.take(scope.accountID, tooMany: "binding writes for this account")
+            try accountLimiter.take(
+                scope.accountID, tooMany: "binding writes for this account", rate: own.rateLimit,
+                burst: own.rateLimitBurst.map { max($0, Double(Self.maxBatchItems)) })
         }
         let now = clock.now
         let accountHasRoom = try await limits.accountHasRoom(scope.accountID, store: store)

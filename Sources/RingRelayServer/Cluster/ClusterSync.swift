@@ -21,6 +21,8 @@ struct ClusterSync: Service {
     let bus: any Cluster
     let store: any DataStore
     let credentials: CredentialCache
+    /// The operator's settings of each account.
+    let limits: AccountLimitsCache
     let faults: ConfigurationFaults
     let hub: LiveHub
     let logger: Logger
@@ -35,10 +37,14 @@ struct ClusterSync: Service {
     private let ringsHere: AsyncStream<RemoteRing>
     private let ringInbox: AsyncStream<RemoteRing>.Continuation
 
-    init(bus: any Cluster, store: any DataStore, credentials: CredentialCache, faults: ConfigurationFaults, hub: LiveHub, logger: Logger) {
+    init(
+        bus: any Cluster, store: any DataStore, credentials: CredentialCache, limits: AccountLimitsCache, faults: ConfigurationFaults, hub: LiveHub,
+        logger: Logger
+    ) {
         self.bus = bus
         self.store = store
         self.credentials = credentials
+        self.limits = limits
         self.faults = faults
         self.hub = hub
         self.logger = logger
@@ -264,6 +270,7 @@ struct ClusterSync: Service {
             apply(notice)
         case .resynchronize:
             credentials.invalidateAll()
+            limits.invalidateAll()
             for accountID in hub.connectedAccounts() {
                 do {
                     if try await store.account(id: accountID) == nil { apply(.accountDeleted(accountID: accountID)) }
@@ -279,7 +286,10 @@ struct ClusterSync: Service {
         case .credentialsChanged(let accountID, let kind):
             credentials.invalidate(accountID: accountID)
             if let channel = PushChannel(rawValue: kind.rawValue) { faults.clear(accountID: accountID, channel: channel) }
+        case .limitsChanged(let accountID):
+            limits.invalidate(accountID)
         case .accountDeleted(let accountID):
+            limits.invalidate(accountID)
             faults.clear(accountID: accountID)
             credentials.invalidate(accountID: accountID)
             hub.closeAccount(accountID)

@@ -11,6 +11,8 @@ struct CallsController {
     let store: any DataStore
     let calls: CallService
     /// Calls placed with the account's API key, per account (apart from the webhooks' budget).
+    /// The operator's settings of each account: its budgets.
+    let limits: AccountLimitsCache
     let accountLimiter: RateLimiter
     /// Calls placed by a device, per calling identity.
     let identityLimiter: RateLimiter
@@ -49,9 +51,14 @@ struct CallsController {
         let body = try CreateCallRequest(fastParsing: bytes.readableBytesView) ?? Request.decode(CreateCallRequest.self, from: Data(bytes.readableBytesView))
         // A device's calls spend its identity's budget only: calling no one, or calling in a loop,
         // costs the caller, never the account's backend or its provider webhooks.
-        let (limiter, key, who) =
-            scope.identity.map { (identityLimiter, "\(scope.accountID)|\($0)", "this identity") } ?? (accountLimiter, scope.accountID, "this account")
-        try limiter.take(key, tooMany: "calls for \(who)")
+        let own = try await limits.limits(scope.accountID)
+        if let identity = scope.identity {
+            try identityLimiter.take(
+                "\(scope.accountID)|\(identity)", tooMany: "calls for this identity", rate: own.rateLimit.map { $0 / 10 },
+                burst: own.rateLimitBurst.map { max(1, $0 / 10) })
+        } else {
+            try accountLimiter.take(scope.accountID, tooMany: "calls for this account", rate: own.rateLimit, burst: own.rateLimitBurst)
+        }
         let result = try await calls.start(body, scope: scope)
         // As `GET` answers: the first page of deliveries, and where the rest are.
         var resource = CallResource(result.call, deliveries: Array(result.deliveries.prefix(Self.deliveriesPerPage)))

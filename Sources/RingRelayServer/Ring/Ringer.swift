@@ -41,9 +41,11 @@ struct Ringer: Sendable {
         accountID: String, source: CallSource, externalID: String?, caller: String?, callee: String, content: RingContent
     ) async throws -> Result {
         let now = clock.now
+        // The operator may have given the account its own ring time.
+        let ringSeconds = try await cluster.limits.limits(accountID).ringTimeoutSeconds.map(TimeInterval.init) ?? ringTimeout.timeInterval
         let fresh = Call(
             id: ResourceID.make(ResourceID.call, at: now), accountID: accountID, source: source, caller: caller, callee: callee,
-            state: .ringing, externalID: externalID, createdAt: now, ringDeadline: now.addingTimeInterval(ringTimeout.timeInterval),
+            state: .ringing, externalID: externalID, createdAt: now, ringDeadline: now.addingTimeInterval(ringSeconds),
             updatedAt: now)
         switch try await create(fresh) {
         case .existing(let call): return try await replay(call)

@@ -14,6 +14,8 @@ struct WebhooksController {
     let ringer: Ringer
     /// Provider webhooks per account: a budget of their own, so calls cannot exhaust it.
     let limiter: RateLimiter
+    /// The operator's settings of each account: its budget and its provider calls' ring time.
+    let limits: AccountLimitsCache
     let metrics: ServerMetrics
     /// Largest request body accepted.
     let maxBodyBytes: Int
@@ -108,7 +110,7 @@ struct WebhooksController {
         }
         let callee = to.hasPrefix("client:") ? String(to.dropFirst("client:".count)) : to
         try BindingRules.validateIdentity(callee, field: "twi_to")
-        try rateLimit(accountID)
+        try await rateLimit(accountID)
         guard let voip = RawJSON.addingEmptyAPS(to: json[...]), let data = fcmData else {
             throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not a JSON object.")
         }
@@ -160,7 +162,7 @@ struct WebhooksController {
             }
             voip = withAPS
         }
-        try rateLimit(accountID)
+        try await rateLimit(accountID)
         // Webex's notifications of one firehose share the webhook id; the body's hash tells a
         // repeated delivery from a new call.
         let result = try await ringer.ring(
@@ -204,8 +206,9 @@ struct WebhooksController {
         return accountID
     }
 
-    private func rateLimit(_ accountID: String) throws {
-        try limiter.take(accountID, tooMany: "requests for this account")
+    private func rateLimit(_ accountID: String) async throws {
+        let own = try await limits.limits(accountID)
+        try limiter.take(accountID, tooMany: "requests for this account", rate: own.rateLimit, burst: own.rateLimitBurst)
     }
 
     private func rawBody(_ request: Request) async throws -> [UInt8] {
