@@ -13,7 +13,7 @@ import Synchronization
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench", abstract: "Measure push, webhook and live-connection throughput and latency on this machine.",
-        subcommands: [APNs.self, FCM.self, Fanout.self, Webhooks.self, Live.self, LiveDevices.self, Sealed.self, Executor.self])
+        subcommands: [APNs.self, FCM.self, Fanout.self, Webhooks.self, Live.self, LiveDevices.self, Sealed.self, Executor.self, Neighbours.self])
 
     struct APNs: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -18,17 +18,19 @@ struct BenchServer {
 
     /// Starts the server with `arguments` added, and `environment` added to this process's, and
     /// waits until it listens.
-    init(dataDirectory: String, arguments: [String] = [], environment: [String: String] = [:]) throws {
+    ///
+    /// - Parameter limits: keep the server's default rate budgets and binding limits (a bench of
+    ///   fair share); by default they are lifted, and a fan-out's callee may have 100,000 bindings.
+    init(dataDirectory: String, arguments: [String] = [], environment: [String: String] = [:], limits: Bool = false) throws {
         adminToken = "bench-admin-token-0123456789"
         process = Process()
+        let lifted = limits ? [] : ["--rate-limit", "0", "--max-bindings-per-identity", "100000"]
         let serve =
             [
-                "serve", "--port", "0", "--data-dir", dataDirectory, "--admin-token", adminToken, "--log-level", "warning", "--rate-limit", "0",
-                // A fan-out's callee has as many bindings as the bench rings.
-                "--max-bindings-per-identity", "100000",
+                "serve", "--port", "0", "--data-dir", dataDirectory, "--admin-token", adminToken, "--log-level", "warning",
                 // The load comes from one address, in numbers no real client reaches.
                 "--max-connections", "1000000", "--max-connections-per-address", "1000000",
-            ] + arguments
+            ] + lifted + arguments
         // RINGRELAY_BENCH_WRAPPER="<command> <arguments>" runs the server as `<command> <arguments>
         // ringrelay serve …`: scripts/check-service-sandbox runs it under strace that way. The
         // wrapper must pass SIGTERM on and exit with the server; its own pid is the one measured.
