@@ -30,6 +30,11 @@ extension BenchCommand {
         @Option(help: "Tenant A's calls per second (open loop).") var rate = 50
         @Option(help: "Seconds of each phase.") var duration = 20
         @Option(help: "Tenant B's connections, each as fast as the server answers.") var bConnections = 8
+        @Option(help: "What tenant B does: calls (to its identity at the limit), batches (of 500 bindings), or both.") var bLoad: BLoad = .both
+
+        enum BLoad: String, ExpressibleByArgument, CaseIterable, Codable {
+            case calls, batches, both
+        }
         @Flag(help: "Print the result as JSON.") var json = false
 
         func validate() throws {
@@ -79,7 +84,7 @@ extension BenchCommand {
             stop.raise()
             try await neighbour.value
             return NeighboursBenchResult(
-                rate: rate, seconds: duration, aloneP50Ms: alone.p50, aloneP99Ms: alone.p99, aloneFailures: alone.failures,
+                rate: rate, seconds: duration, bLoad: bLoad.rawValue, aloneP50Ms: alone.p50, aloneP99Ms: alone.p99, aloneFailures: alone.failures,
                 besideP50Ms: beside.p50, besideP99Ms: beside.p99, besideFailures: beside.failures,
                 p99Ratio: beside.p99 / max(alone.p99, 0.001), bByStatus: tally.byStatus, serverPeakRSSMiB: ProcessMemory.peakResidentMiB(pid: server.pid))
         }
@@ -100,8 +105,11 @@ extension BenchCommand {
         private func tenantB(api: Setup, key: String, connection: Int, stop: StopFlag, tally: NeighbourTally) async throws {
             var round = 0
             while !stop.isRaised {
-                let call = try? await api.exchange(.POST, "/v1/calls", key, #"{"from":"b-backend","to":"big"}"#)
-                tally.count("calls", call?.status)
+                if bLoad != .batches {
+                    let call = try? await api.exchange(.POST, "/v1/calls", key, #"{"from":"b-backend","to":"big"}"#)
+                    tally.count("calls", call?.status)
+                }
+                guard bLoad != .calls else { continue }
                 let items = (0..<500).map { #"{"identity":"user-\#(connection)-\#(round)-\#($0)","type":"fcm","token":"t-\#(connection)-\#(round)-\#($0)"}"# }
                 let batch = try? await api.exchange(.POST, "/v1/bindings/batch", key, #"{"upsert":[\#(items.joined(separator: ","))]}"#)
                 tally.count("batches", batch?.status)
@@ -133,6 +141,7 @@ final class NeighbourTally: Sendable {
 struct NeighboursBenchResult: Codable {
     var rate: Int
     var seconds: Int
+    var bLoad: String
     var aloneP50Ms: Double
     var aloneP99Ms: Double
     var aloneFailures: Int
@@ -151,7 +160,7 @@ struct NeighboursBenchResult: Codable {
         alone        p50 \(String(format: "%.2f", aloneP50Ms)) ms, p99 \(String(format: "%.2f", aloneP99Ms)) ms, \(aloneFailures) not 201
         beside B     p50 \(String(format: "%.2f", besideP50Ms)) ms, p99 \(String(format: "%.2f", besideP99Ms)) ms, \(besideFailures) not 201
         p99 ratio    \(String(format: "%.2f", p99Ratio))× (target ≤ 2×)
-        tenant B     \(bByStatus.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key)" }.joined(separator: ", "))
+        tenant B     \(bLoad): \(bByStatus.sorted { $0.key < $1.key }.map { "\($0.value) × \($0.key)" }.joined(separator: ", "))
         server       \(serverPeakRSSMiB.map { String(format: "%.0f MiB", $0) } ?? "unknown") peak RSS
         """
     }

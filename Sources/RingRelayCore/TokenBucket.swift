@@ -61,6 +61,22 @@ public final class RateLimiter: Sendable {
         }
     }
 
+    /// Throws `429 rate_limited` with `Retry-After` when `key` has no token left, without taking
+    /// one: for a request that will take several once it is read (a batch), refused before its
+    /// body is read and parsed.
+    public func requireToken(_ key: String, tooMany what: String, rate: Double? = nil, burst: Double? = nil) throws(RingRelayError) {
+        let rate = rate ?? self.rate
+        guard rate > 0 else { return }
+        let burst = max(1, burst ?? self.burst)
+        let now = clock.now
+        let tokens = buckets.withLock { buckets in
+            buckets[key].map { min(burst, $0.tokens + max(0, now.timeIntervalSince($0.updated)) * rate) } ?? burst
+        }
+        guard tokens < 1 else { return }
+        let wait = Duration.milliseconds(Int64(((1 - tokens) / rate * 1000).rounded(.up)))
+        throw RingRelayError(.rateLimited, code: .rateLimited, "Too many \(what); retry after \(Int(wait.timeInterval.rounded(.up))) s.", retryAfter: wait)
+    }
+
     /// Takes one token for `key`, or throws `429 rate_limited` with `Retry-After`.
     ///
     /// - Parameter what: what there were too many of, for the message ("calls for this account").

@@ -187,6 +187,11 @@ struct BindingsController {
 
     func batch(_ request: Request, _ context: RingRelayRequestContext) async throws -> JSONResponse<BindingBatchResponse> {
         let accountID = try context.requireAccountKey()
+        // A batch when the budget is spent is refused before its body is read: reading and
+        // parsing 500 items only to refuse each one cost the other tenants as much as taking them.
+        let own = try await accountLimits.limits(accountID)
+        try accountLimiter.requireToken(
+            accountID, tooMany: "binding writes for this account", rate: own.rateLimit, burst: own.rateLimitBurst.map { max($0, Double(Self.maxBatchItems)) })
         let body = try await request.decodeJSON(BindingBatchRequest.self, maxBytes: max(maxBodyBytes, Self.maxBatchBodyBytes))
         let upserts = body.upsert ?? []
         let deletes = body.delete ?? []
