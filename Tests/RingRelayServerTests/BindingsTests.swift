@@ -269,6 +269,10 @@ import Testing
             let limited = try await client.send(.post, "/v1/bindings", token: key, json: items[500])
             #expect(limited.status == .tooManyRequests)
             #expect(limited.headers[.retryAfter] != nil)
+            // A batch with the budget spent is refused whole, before its body is read.
+            let batchLimited = try await client.send(.post, "/v1/bindings/batch", token: key, json: #"{"upsert":[\#(items[500])]}"#)
+            #expect(batchLimited.status == .tooManyRequests)
+            #expect(batchLimited.errorCode == "rate_limited")
             // A device spends its identity's budget (a tenth: a burst of 1), not the account's.
             let device = try await client.accessToken(identity: "dave", deviceID: "d1", key: key)
             _ = try await client.createBinding(#"{"type":"fcm","token":"d1"}"#, token: device)
