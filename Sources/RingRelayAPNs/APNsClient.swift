@@ -32,7 +32,7 @@ public struct APNsAttempt: Sendable, Hashable {
 /// this client retries the rest per ``PushRetryPolicy``, keeping the `apns-id`. Provider tokens
 /// come from one ``APNsTokenManager`` shared by all pools. Run it as a `Service`: on shutdown it
 /// closes every connection.
-public final class APNsClient: Service, Sendable {
+public final class APNsClient: Service, Sendable, DescribedByNameOnly {
     private struct PoolKey: Hashable {
         var environment: PushEnvironment
         /// The authentication material itself: new credentials get new connections, as APNs

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import RingRelayCore
 import RingRelayTesting
 import ServiceLifecycle
 import UnixSignals
@@ -227,7 +228,7 @@ extension SimulateCommand {
 }
 
 /// Keeps the FCM simulator up until a shutdown signal, then closes it.
-struct FCMSimulatorService: Service {
+struct FCMSimulatorService: Service, DescribedByNameOnly {
     let simulator: FCMSimulator
 
     func run() async throws {
@@ -237,7 +238,7 @@ struct FCMSimulatorService: Service {
 }
 
 /// Keeps the simulator up until a shutdown signal, then closes it.
-struct SimulatorService: Service {
+struct SimulatorService: Service, DescribedByNameOnly {
     let simulator: APNsSimulator
 
     func run() async throws {

@@ -43,7 +43,7 @@ public struct FCMAttempt: Sendable, Hashable {
 /// let request = try FCMRequest(token: binding.token, data: ["ringrelay": json], expiresAt: ringEnd, now: Date())
 /// let outcome = await client.push(request, credential: credential, deadline: ringEnd)
 /// ```
-public final class FCMClient: Service, Sendable {
+public final class FCMClient: Service, Sendable, DescribedByNameOnly {
     private let configuration: FCMConfiguration
     private let clock: any WallClock
     private let logger: Logger

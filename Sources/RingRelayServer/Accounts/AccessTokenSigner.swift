@@ -30,7 +30,7 @@ struct AccessTokenClaims: Sendable, Hashable, Codable {
 ///
 /// The key is 256 random bits kept in the store's settings, so every instance sharing a store
 /// accepts every other instance's tokens.
-struct AccessTokenSigner: Sendable {
+struct AccessTokenSigner: Sendable, DescribedByNameOnly {
     private let key: SymmetricKey
     private static let header = Data(#"{"alg":"HS256","typ":"JWT"}"#.utf8).base64URLEncoded()
 

@@ -7,7 +7,7 @@ import ServiceLifecycle
 ///
 /// Only ``buildRouter(services:)`` and ``buildApplication(configuration:store:adminToken:clock:logger:services:onServerRunning:)``
 /// read it: each controller gets the few collaborators it uses, never this whole set.
-struct AppServices: Sendable {
+struct AppServices: Sendable, DescribedByNameOnly {
     /// Storage.
     var store: any DataStore
     /// Device access token signer.

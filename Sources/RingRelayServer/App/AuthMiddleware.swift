@@ -8,7 +8,7 @@ import RingRelayCore
 /// A request without credentials passes with no principal (health checks and webhooks need none);
 /// a request with credentials that are not valid stops here with 401, so a typo never silently
 /// downgrades to anonymous.
-struct AuthMiddleware: RouterMiddleware {
+struct AuthMiddleware: RouterMiddleware, DescribedByNameOnly {
     typealias Context = RingRelayRequestContext
 
     let adminToken: String

@@ -1,5 +1,6 @@
 import NIOCore
 import NIOPosix
+import RingRelayCore
 import ServiceLifecycle
 import Synchronization
 
@@ -11,7 +12,7 @@ import Synchronization
 /// current timer is past due. A loop merely slowed by its load still fires its timers, a little
 /// late, and its calls' own times show that (`CallTimes`); this sees a loop that stopped. A
 /// measure costs one timer a loop per interval.
-final class EventLoopLag: Service, Sendable {
+final class EventLoopLag: Service, Sendable, DescribedByNameOnly {
     /// When each loop's next timer is due.
     private let expected: Mutex<[NIODeadline]>
     private let loops: [any EventLoop]

@@ -2,6 +2,7 @@ import Configuration
 import Foundation
 import Logging
 import RingRelayAPNs
+import RingRelayCore
 import RingRelayFCM
 import RingRelayPostgres
 import RingRelayStore
@@ -13,7 +14,7 @@ import RingRelayStore
 /// which the environment provider spells `RINGRELAY_<NAME>` (`ringrelay.data-dir` →
 /// `RINGRELAY_DATA_DIR`). Every value is read as text and parsed here, so a bad value stops
 /// start-up with a message naming both the flag and the variable.
-public struct ServerConfiguration: Sendable {
+public struct ServerConfiguration: Sendable, DescribedByNameOnly {
     /// Address to listen on.
     public var host: String = "127.0.0.1"
     /// Port to listen on; 0 picks a free port.

@@ -1,3 +1,4 @@
+import RingRelayCore
 import ServiceLifecycle
 import Synchronization
 
@@ -6,7 +7,7 @@ import Synchronization
 /// Listed after the application in the process's service group, so it hears the shutdown first
 /// (a group stops its services last to first): live connections get 1001 (going away) before the
 /// HTTP server's own shutdown closes them with 1000 (normal).
-public final class ShutdownNotice: Service, Sendable {
+public final class ShutdownNotice: Service, Sendable, DescribedByNameOnly {
     private let actions = Mutex<[@Sendable () -> Void]>([])
     private let begun = Atomic(false)
 

@@ -1,3 +1,4 @@
+import RingRelayCore
 import ServiceLifecycle
 
 /// Once the server listens: keeps the first start's secrets, announces them, then the address.
@@ -5,7 +6,7 @@ import ServiceLifecycle
 /// A service of its own, so a start that never listens (the port is taken) ends before this runs
 /// and nothing is created or printed, and a failure here (the token file cannot be written) stops
 /// the server as any failed service does.
-struct StartupAnnouncer: Service {
+struct StartupAnnouncer: Service, DescribedByNameOnly {
     let bootstrap: Bootstrap
     /// The bound port, yielded once when the server accepts connections.
     let listening: AsyncStream<Int>

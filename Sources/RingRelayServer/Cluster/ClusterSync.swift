@@ -17,7 +17,7 @@ import Synchronization
 /// live connection whose account is gone is closed; a binding removal missed in the gap is not
 /// recovered, and such a device's connection ends with its access token. While it runs, this
 /// instance tells the ``LiveDirectory`` it is alive, and leaves it on a graceful shutdown.
-struct ClusterSync: Service {
+struct ClusterSync: Service, DescribedByNameOnly {
     let bus: any Cluster
     let store: any DataStore
     let credentials: CredentialCache

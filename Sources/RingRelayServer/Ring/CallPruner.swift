@@ -5,7 +5,7 @@ import ServiceLifecycle
 
 /// Deletes call records older than the retention, and device sign-outs older than any token
 /// still valid, every few minutes.
-struct CallPruner: Service {
+struct CallPruner: Service, DescribedByNameOnly {
     let store: any DataStore
     let retention: Duration
     /// The longest an access token lives: sign-outs older than that refuse no token any more.

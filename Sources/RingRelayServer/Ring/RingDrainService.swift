@@ -1,9 +1,10 @@
 import Logging
+import RingRelayCore
 import ServiceLifecycle
 
 /// On shutdown, waits for deliveries still retrying in the background before the push clients
 /// and the store close (it is listed after them, so it stops before them).
-struct RingDrainService: Service {
+struct RingDrainService: Service, DescribedByNameOnly {
     let executor: RingExecutor
     let logger: Logger
 

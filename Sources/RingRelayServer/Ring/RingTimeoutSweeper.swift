@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import RingRelayCore
 import ServiceLifecycle
 
 /// Ends rings whose time is up (`call.missed` / `call.ended` `unanswered`), tidies the live hub and
@@ -7,7 +8,7 @@ import ServiceLifecycle
 ///
 /// It reads the store rather than keeping timers, so rings survive a restart and several
 /// instances sharing a database agree: the conditional update lets exactly one of them end a call.
-struct RingTimeoutSweeper: Service {
+struct RingTimeoutSweeper: Service, DescribedByNameOnly {
     let calls: CallService
     let hub: LiveHub
     let executor: RingExecutor
