@@ -91,4 +91,34 @@ import Testing
             #expect(!output.contains(secret), "\(what) is in the output")
         }
     }
+
+    /// Requests the HTTP/1 parser refuses (a 90 KB header, the first request of each connection)
+    /// are each answered 400, and logged at most once a minute: 50 of them write one line (they
+    /// wrote an `error` line each).
+    @Test func parserRefusalsAreLoggedOnceAMinute() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let server = try ServerProcess(
+            ["serve", "--port", "0", "--data-dir", "data", "--admin-token", adminToken], directory: directory.path)
+        let url = try await server.waitUntilListening()
+        let port = try #require(URLComponents(string: url)?.port)
+        let before = server.stderr.split(separator: "\n").count
+        let huge = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: \(String(repeating: "a", count: 90_000))\r\n\r\n".utf8)
+        // And one later on a kept-alive connection, after a request that was answered.
+        let later = [Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8), huge]
+        var answered = 0
+        for index in 0..<50 {
+            let answer = try await RawSocket.exchange(port: port, index == 0 ? later : [huge], pause: .milliseconds(50), timeout: .seconds(10))
+            if answer.text.contains("HTTP/1.1 400 ") && answer.text.contains(#""code":"invalid_request""#) && answer.closed { answered += 1 }
+        }
+        #expect(answered == 50)
+        try await Task.sleep(for: .milliseconds(300))
+        let lines = server.stderr.split(separator: "\n").dropFirst(before)
+        #expect(lines.count <= 2, "\(lines.joined(separator: "\n"))")
+        #expect(lines.allSatisfy { !$0.contains(" error ") }, "\(lines.joined(separator: "\n"))")
+        #expect(lines.contains { $0.contains("refused a request the HTTP/1 parser could not read") }, "\(lines.joined(separator: "\n"))")
+        #expect(try await ProcessTests.request(.GET, url + "/healthz", token: adminToken).0 == 200)
+        server.signal(SIGTERM)
+        #expect(try await server.waitForExit() == 0)
+    }
 }

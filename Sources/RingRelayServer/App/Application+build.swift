@@ -50,6 +50,7 @@ public func buildApplication(
     shutdownNotice?.onShutdown { hub.closeAll(code: .goingAway) }
     var appLogger = logger
     appLogger.logLevel = configuration.logLevel
+    let refusals = ParserRefusals(logger: appLogger)
     return Application(
         router: router,
         // The same router answers the WebSocket upgrade, so /v1/connect gets the same authentication
@@ -58,13 +59,13 @@ public func buildApplication(
             router: router,
             configuration: .init(
                 http1: .init(
-                    additionalChannelHandlers: [RequestReadGuard(bodyTimeout: TimeAmount(configuration.bodyTimeout))],
+                    additionalChannelHandlers: [RequestReadGuard(bodyTimeout: TimeAmount(configuration.bodyTimeout), refusals: refusals)],
                     idleTimeout: TimeAmount(configuration.idleTimeout)),
                 ws: .init(maxFrameSize: ConnectController.maxFrameBytes, autoPing: .disabled)),
             connections: ConnectionLimiter(
                 maximum: configuration.maxConnections,
                 maximumPerAddress: configuration.trustProxy ? nil : configuration.maxConnectionsPerAddress),
-            headerTimeout: configuration.headerTimeout),
+            headerTimeout: configuration.headerTimeout, refusals: refusals),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "RingRelay"),
         // Listed after the caller's services, so they shut down before them and after the HTTP
         // server has drained.

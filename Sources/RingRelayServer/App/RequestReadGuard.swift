@@ -17,7 +17,8 @@ import NIOHTTPTypes
 ///   to the end.
 /// - **A later request the HTTP/1 parser refuses gets `400 invalid_request`**, as a first one does
 ///   (``UnparsableRequestGuard``), after the answer being written; then the connection closes.
-///   (Hummingbird's own answer is a bare 400.)
+///   (Hummingbird's own answer is a bare 400.) It is logged as the first one is, through
+///   ``ParserRefusals``.
 ///
 /// Lean on the hot path: a request whose head and body come in one read costs a clock read; one
 /// whose body spans reads, one timer at most per connection, however many requests it carries.
@@ -31,6 +32,8 @@ final class RequestReadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     static let maxDrainBytes = 64 * 1024
 
     private let bodyTimeout: TimeAmount
+    /// Where refused requests are logged, at most once a minute.
+    private let refusals: ParserRefusals
     /// While a request's body is being read: when it must be whole.
     private var bodyDeadline: NIODeadline?
     /// Requests read (their heads) whose answers have not ended.
@@ -46,8 +49,9 @@ final class RequestReadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var closing = false
     private var timer: Scheduled<Void>?
 
-    init(bodyTimeout: TimeAmount) {
+    init(bodyTimeout: TimeAmount, refusals: ParserRefusals) {
         self.bodyTimeout = bodyTimeout
+        self.refusals = refusals
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -105,8 +109,9 @@ final class RequestReadGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard error is HTTPParserError else { return context.fireErrorCaught(error) }
+        guard let error = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         guard !closing else { return }
+        refusals.record(error)
         if drained != nil {
             // The request was answered already; a second answer would be one too many.
             context.close(promise: nil)

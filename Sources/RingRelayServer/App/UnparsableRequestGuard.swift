@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTPTypesHTTP1
+import RingRelayCore
 import Synchronization
 
 /// Answers `400 invalid_request` and closes a connection whose first request the HTTP/1 parser
@@ -15,17 +16,23 @@ import Synchronization
 /// open with no answer, forever. The guard sits right after the parser; the first request it sees
 /// parsed means the check is past it, so it removes itself (``RequestReadGuard`` answers later
 /// requests the parser refuses the same way).
+///
+/// Each refusal is logged through ``ParserRefusals``, at most once a minute: anyone can send
+/// requests the parser refuses (a 90 KB header), and each once wrote an `error` line.
 final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     /// How long the first request's line and headers may take to arrive.
     private let headerTimeout: TimeAmount
+    /// Where refusals are logged, at most once a minute.
+    private let refusals: ParserRefusals
     private var answered = false
     private var timeout: Scheduled<Void>?
 
-    init(headerTimeout: TimeAmount) {
+    init(headerTimeout: TimeAmount, refusals: ParserRefusals) {
         self.headerTimeout = headerTimeout
+        self.refusals = refusals
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -57,14 +64,44 @@ final class UnparsableRequestGuard: ChannelInboundHandler, RemovableChannelHandl
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        guard error is HTTPParserError else { return context.fireErrorCaught(error) }
+        guard let error = error as? HTTPParserError else { return context.fireErrorCaught(error) }
         guard !answered else { return }
         answered = true
+        refusals.record(error)
         let answer = ListenerAnswer.unparsable()
         context.write(wrapOutboundOut(.head(HTTPResponseHead(answer.head))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: answer.body)))), promise: nil)
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in loopBound.value.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            // Input first: the WebSocket upgrade check waiting for this request then ends quietly
+            // (its input closed). A plain close fails it as "Inappropriate operation for state",
+            // which hummingbird-websocket logs as an error: one line for every refused request.
+            loopBound.value.close(mode: .input, promise: nil)
+            loopBound.value.close(promise: nil)
+        }
+    }
+}
+
+/// The one log of requests the HTTP/1 parser refused, first requests (``UnparsableRequestGuard``)
+/// and later ones (``RequestReadGuard``) alike: one `warning` at most once a minute, whatever
+/// the refusal, with how many the minute before left out (`rejections.not_logged`).
+///
+/// What a client can repeat thousands of times a second must not write a line each time (300
+/// requests with a 90 KB header wrote 300 `error` lines in a second). The line carries the
+/// parser's own name for the refusal (`headerOverflow`, `invalidCharactersUsed`), never the
+/// request's text.
+final class ParserRefusals: Sendable {
+    private let log = RateLimitedLog(notLoggedKey: "rejections.not_logged")
+    private let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    /// Logs `error`, unless its kind was logged within the minute.
+    func record(_ error: HTTPParserError) {
+        log.warning(
+            "refused a request the HTTP/1 parser could not read", metadata: ["http.parser_error": .string("\(error)")], logger: logger)
     }
 }
 
@@ -75,6 +112,8 @@ struct GuardedHTTP1WebSocketChannel: ServerChildChannel {
     let inner: HTTP1WebSocketUpgradeChannel
     let connections: ConnectionLimiter
     let headerTimeout: TimeAmount
+    /// Where the guards log the requests the parser refused.
+    let refusals: ParserRefusals
 
     /// A connection over the caps is closed before anything is read from it.
     struct OverCapacity: Error {}
@@ -86,11 +125,12 @@ struct GuardedHTTP1WebSocketChannel: ServerChildChannel {
         }
         channel.closeFuture.whenComplete { _ in connections.release(admitted) }
         let headerTimeout = headerTimeout
+        let refusals = refusals
         return inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             let pipeline = channel.pipeline.syncOperations
             let parser = try pipeline.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             // Parser, stamp, guard: the guard's answer passes the stamp, which gives it its id.
-            try pipeline.addHandler(UnparsableRequestGuard(headerTimeout: headerTimeout), position: .after(parser))
+            try pipeline.addHandler(UnparsableRequestGuard(headerTimeout: headerTimeout, refusals: refusals), position: .after(parser))
             try pipeline.addHandler(RequestIDStamp(), position: .after(parser))
             return value
         }
@@ -112,15 +152,18 @@ struct GuardedHTTP1WebSocketChannel: ServerChildChannel {
 
 extension HTTPServerBuilder {
     /// HTTP/1.1 with the WebSocket upgrade answered by `router`, unparsable first requests answered 400.
+    ///
+    /// - Parameter refusals: where requests the parser refused are logged; the same one
+    ///   ``RequestReadGuard`` logs later requests' refusals to.
     static func guardedHTTP1WebSocketUpgrade<Context: WebSocketRequestContext>(
         router: Router<Context>, configuration: HTTP1WebSocketUpgradeChannel.Configuration, connections: ConnectionLimiter,
-        headerTimeout: Duration
+        headerTimeout: Duration, refusals: ParserRefusals
     ) -> HTTPServerBuilder {
         let webSocketResponder = router.buildResponder()
         return .init { responder in
             GuardedHTTP1WebSocketChannel(
                 inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: configuration),
-                connections: connections, headerTimeout: TimeAmount(headerTimeout))
+                connections: connections, headerTimeout: TimeAmount(headerTimeout), refusals: refusals)
         }
     }
 }
