@@ -91,6 +91,9 @@ extension RingRelayError.Code {
     public static let invalidAccessToken = Self(rawValue: "invalid_access_token")
     /// A device access token past its expiry.
     public static let expiredAccessToken = Self(rawValue: "expired_access_token")
+    /// A device access token minted before its device was signed out (its last binding, or
+    /// every binding of its identity, deleted): signing in again means minting a new one.
+    public static let deviceSignedOut = Self(rawValue: "device_signed_out")
     /// Valid credentials that may not do this.
     public static let forbidden = Self(rawValue: "forbidden")
 

@@ -56,7 +56,8 @@ import Testing
     }
 
     /// In text, the phone says why once, however often it retries: here a server that refuses
-    /// the upgrade with a bare 400, as RingRelay does for a token it does not take.
+    /// the upgrade with a bare 400 (as RingRelay did for a token it did not take, before it gave
+    /// the router's 401 or 403).
     @Test func aPhoneSaysOnceWhyItIsNotConnected() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

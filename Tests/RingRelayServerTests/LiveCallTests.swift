@@ -70,16 +70,18 @@ import Testing
             #expect(try await world.client.send(.delete, "/v1/bindings/\(binding.id)", token: world.key).status == .noContent)
             #expect(try await device.closeCode() == .unknown(LiveCloseCode.deviceUnbound.rawValue))
 
-            func upgradeStatus(_ token: String) async throws -> UInt {
+            func upgradeStatus(_ token: String) async throws -> (UInt, String) {
                 var request = HTTPClientRequest(url: "http://127.0.0.1:\(world.port)/v1/connect?access_token=\(token)")
                 request.headers.add(name: "Upgrade", value: "websocket")
                 request.headers.add(name: "Connection", value: "Upgrade")
                 request.headers.add(name: "Sec-WebSocket-Version", value: "13")
                 request.headers.add(name: "Sec-WebSocket-Key", value: "dGhlIHNhbXBsZSBub25jZQ==")
-                return try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                return (response.status.code, String(buffer: try await response.body.collect(upTo: 1 << 16)))
             }
-            let upgrade = try await upgradeStatus(world.bob1)
-            #expect((400..<500).contains(upgrade), "the upgrade with the old token answered \(upgrade)")
+            let (upgrade, refusal) = try await upgradeStatus(world.bob1)
+            #expect(upgrade == 401, "the upgrade with the old token answered \(upgrade)")
+            #expect(refusal.contains(#""code":"device_signed_out""#), "\(refusal)")
             let refused = try await world.client.send(.post, "/v1/calls", token: world.bob1, json: #"{"to":"alice"}"#)
             #expect(refused.status == .unauthorized)
             #expect(String(buffer: refused.body).contains("signed out"))

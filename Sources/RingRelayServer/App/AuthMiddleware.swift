@@ -61,7 +61,7 @@ struct AuthMiddleware: RouterMiddleware, DescribedByNameOnly {
                 claims.issuedAtMillis <= signedOut.millis
             {
                 throw RingRelayError(
-                    .unauthenticated, code: .invalidAccessToken,
+                    .unauthenticated, code: .deviceSignedOut,
                     "The device was signed out (its bindings were removed) after this access token was minted; mint a new one.")
             }
             return (.device(accountID: claims.acc, identity: claims.sub, deviceID: claims.did), Date(timeIntervalSince1970: TimeInterval(claims.exp)))

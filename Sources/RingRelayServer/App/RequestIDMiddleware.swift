@@ -39,6 +39,8 @@ struct RequestIDMiddleware: RouterMiddleware {
     typealias Context = RingRelayRequestContext
     /// `--trust-proxy`.
     let trustProxy: Bool
+    /// The most of a refused upgrade's answer kept to send (an error body is a few hundred bytes).
+    static let maxRefusalBytes = 16 * 1024
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let forwarded = trustProxy ? request.headers[RequestIDs.header].flatMap { RequestIDs.isWellFormed($0) ? $0 : nil } : nil
@@ -48,10 +50,18 @@ struct RequestIDMiddleware: RouterMiddleware {
         // a live connection's lines after the upgrade, where the task-local value no longer reaches.
         context.logger[metadataKey: "hb.request.id"] = nil
         context.logger[metadataKey: "request.id"] = .string(id)
-        // A refused upgrade is answered by hummingbird-websocket, not with this response.
-        if request.headers[.upgrade] != nil { RequestIDStamp.remember(id, on: context.channel) }
+        // A refused upgrade is answered by hummingbird-websocket, not with this response: the
+        // stamp puts this response in place of the library's bare 400.
+        let upgrade = request.headers[.upgrade] != nil
+        if upgrade { RequestIDStamp.remember(id, on: context.channel) }
         var response = try await RequestIDs.$current.withValue(id) { try await next(request, context) }
         response.headers[RequestIDs.header] = id
+        if upgrade, response.status != .ok {
+            let head = response.head
+            let body = try await response.collectedBody(limit: Self.maxRefusalBytes)
+            RequestIDStamp.answerRefusedUpgrade(with: head, body: body, on: context.channel)
+            return Response(status: head.status, headers: head.headerFields, body: .init(byteBuffer: body))
+        }
         return response
     }
 }
