@@ -183,7 +183,7 @@ public enum CallRules {
         let needs = command == .end ? "an accepted call" : "a ringing call"
         var error = RingRelayError(
             .conflict, code: command == .end ? RingRelayError.Code.callNotActive : .callNotRinging,
-            "Call '\(callID)' is \(state.rawValue); \(command.rawValue) needs \(needs).")
+            "Call '\(ClientText.echo(callID))' is \(state.rawValue); \(command.rawValue) needs \(needs).")
         error.state = state.rawValue
         return error
     }

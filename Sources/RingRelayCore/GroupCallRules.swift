@@ -121,7 +121,7 @@ public enum GroupCallRules {
     private static func memberConflict(_ command: CallCommand, member: CallParticipant, callID: String) -> RingRelayError {
         var error = RingRelayError(
             .conflict, code: command == .end ? RingRelayError.Code.callNotActive : .callNotRinging,
-            "'\(member.identity)' is \(member.state.rawValue.replacingOccurrences(of: "_", with: " ")) in call '\(callID)'; "
+            "'\(ClientText.echo(member.identity))' is \(member.state.rawValue.replacingOccurrences(of: "_", with: " ")) in call '\(ClientText.echo(callID))'; "
                 + "\(command.rawValue) needs \(command == .end ? "it in the call" : "it ringing").")
         error.state = member.state.rawValue
         return error

@@ -1,4 +1,5 @@
 import Foundation
+import RingRelayWire
 
 /// The one error type of RingRelay's domain.
 ///
@@ -79,20 +80,30 @@ public struct RingRelayError: Error, Sendable, CustomStringConvertible {
 
 extension RingRelayError {
     /// A required field is absent.
+    ///
+    /// - Parameter field: its path; a path through a client's object names the client's keys, so
+    ///   it is cut as client text is (``ClientText/echo(_:)``).
     public static func missingField(_ field: String, file: String = #fileID, line: Int = #line) -> Self {
-        .init(.unprocessable, code: Code.missingField, "The field '\(field)' is required.", file: file, line: line)
+        .init(.unprocessable, code: Code.missingField, "The field '\(ClientText.echo(field))' is required.", file: file, line: line)
     }
 
     /// A field is present but its value breaks a rule.
+    ///
+    /// - Parameters:
+    ///   - field: its path, cut as client text is (``ClientText/echo(_:)``).
+    ///   - why: the rule; any client text in it goes through ``ClientText/echo(_:)`` first.
     public static func invalidField(_ field: String, _ why: String, file: String = #fileID, line: Int = #line) -> Self {
-        .init(.unprocessable, code: Code.invalidField, "The field '\(field)' is invalid: \(why)", file: file, line: line)
+        .init(.unprocessable, code: Code.invalidField, "The field '\(ClientText.echo(field))' is invalid: \(why)", file: file, line: line)
     }
 
     /// A resource that does not exist for this caller; the code is `<resource>_not_found`
     /// (`account_not_found`, `key_not_found`, `binding_not_found`, `call_not_found`).
+    ///
+    /// - Parameter id: the id asked for, as the client sent it (a path segment can be as long as
+    ///   the request line): cut by ``ClientText/echo(_:)``.
     public static func notFound(_ resource: String, id: String, file: String = #fileID, line: Int = #line) -> Self {
         .init(
-            .notFound, code: "\(resource)_not_found", "No \(resource) with id '\(id)' exists.",
+            .notFound, code: "\(resource)_not_found", "No \(resource) with id '\(ClientText.echo(id))' exists.",
             file: file, line: line)
     }
 

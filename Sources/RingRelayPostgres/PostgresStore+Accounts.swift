@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import RingRelayCore
+import RingRelayWire
 
 // MARK: - Accounts
 
@@ -17,7 +18,7 @@ extension PostgresStore {
             }
         } catch  where Self.sqlState(of: error) == PostgresFailure.uniqueViolation {
             throw RingRelayError(
-                .conflict, code: .accountNameTaken, "An account named '\(account.name)' already exists; pick another name.")
+                .conflict, code: .accountNameTaken, "An account named '\(ClientText.echo(account.name))' already exists; pick another name.")
         }
     }
 

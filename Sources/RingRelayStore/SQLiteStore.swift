@@ -336,7 +336,7 @@ extension SQLiteStore {
             }
         } catch let error as SQLiteStatementError where error.isConstraint {
             throw RingRelayError(
-                .conflict, code: .accountNameTaken, "An account named '\(account.name)' already exists; pick another name.")
+                .conflict, code: .accountNameTaken, "An account named '\(ClientText.echo(account.name))' already exists; pick another name.")
         }
     }
 

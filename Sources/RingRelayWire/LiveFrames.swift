@@ -120,7 +120,8 @@ extension ServerFrame: Codable {
             self = .error(try container.decode(ErrorBody.Detail.self, forKey: .error), callId: try container.decodeIfPresent(String.self, forKey: .callId))
         default:
             guard CallEventType(rawValue: type) != nil else {
-                throw DecodingError.dataCorruptedError(forKey: .type, in: container, debugDescription: "unknown frame type '\(type)'")
+                throw DecodingError.dataCorruptedError(
+                    forKey: .type, in: container, debugDescription: "unknown frame type '\(ClientText.echo(type))'")
             }
             self = .event(try CallEvent(from: decoder))
         }

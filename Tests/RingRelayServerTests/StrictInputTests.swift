@@ -205,6 +205,60 @@ import Testing
         }
     }
 
+    /// Ids from a path and identities from a body come back cut to 64 bytes too, over a real
+    /// socket: a 404 for a 20 KB id was 20 KB (issue 42), and an identity of 256 bytes (the most
+    /// one may have) was echoed whole in several messages.
+    @Test func idsAndIdentitiesComeBackCutTo64Bytes() async throws {
+        let server = try await TestServer.make()
+        try await server.withClient(.live) { client in
+            let account = try await client.createAccount("acme", admin: server.adminToken)
+            let key = account.apiKey
+            let id = "bnd_" + String(repeating: "x", count: 20_000)
+            let echoed = "'" + String(id.prefix(64)) + "…'"
+            let paths: [(HTTPRequest.Method, String, String, String)] = [
+                (.get, "/v1/bindings/\(id)", key, "binding_not_found"),
+                (.delete, "/v1/bindings/\(id)", key, "binding_not_found"),
+                (.get, "/v1/calls/\(id)", key, "call_not_found"),
+                (.post, "/v1/calls/\(id)/accept", key, "call_not_found"),
+                (.delete, "/v1/accounts/\(id)", server.adminToken, "account_not_found"),
+                (.delete, "/v1/accounts/\(account.id)/keys/\(id)", server.adminToken, "key_not_found"),
+            ]
+            for (method, path, token, code) in paths {
+                let answer = try await client.send(method, path, token: token)
+                let what = "\(method) \(path.prefix(40))"
+                #expect(answer.status == .notFound && answer.errorCode == code, "\(what): \(String(buffer: answer.body).prefix(300))")
+                #expect(answer.body.readableBytes < 300, "\(what): \(answer.body.readableBytes) bytes")
+                #expect(String(buffer: answer.body).contains(echoed), "\(String(buffer: answer.body))")
+            }
+
+            // 256 bytes, the longest identity: 128 two-byte characters, cut after 32 of them.
+            let identity = String(repeating: "ü", count: 128)
+            let cut = "'" + String(repeating: "ü", count: 32) + "…'"
+            let unreachable = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":"\#(identity)"}"#)
+            let twice = try await client.send(.post, "/v1/calls", token: key, json: #"{"from":"alice","to":["\#(identity)","\#(identity)"]}"#)
+            let encoded = identity.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? ""
+            let keys = try await client.send(.get, "/v1/identities/\(encoded)/keys", token: key)
+            let device = try await client.accessToken(identity: "carol", deviceID: identity, key: key)
+            let otherDevice = try await client.send(
+                .post, "/v1/bindings", token: device, json: #"{"type":"fcm","token":"t1","deviceId":"someone-else"}"#)
+            for (answer, code) in [
+                (unreachable, "no_reachable_device"), (twice, "invalid_field"), (keys, "identity_not_found"), (otherDevice, "forbidden"),
+            ] {
+                let text = String(buffer: answer.body)
+                #expect(answer.errorCode == code, "\(text)")
+                #expect(text.contains(cut), "\(text)")
+                #expect(!text.contains(String(repeating: "ü", count: 33)), "\(text)")
+            }
+
+            // A value of 5,000 digits is refused without being quoted.
+            let digits = String(repeating: "9", count: 5_000)
+            let number = try await client.send(
+                .post, "/v1/access-tokens", token: key, json: #"{"identity":"bob","deviceId":"b1","ttlSeconds":\#(digits)}"#)
+            #expect(number.status == .badRequest && number.errorCode == "malformed_json", "\(String(buffer: number.body).prefix(300))")
+            #expect(number.body.readableBytes < 400, "\(String(buffer: number.body).prefix(300))")
+        }
+    }
+
     private static func accountID(_ client: any TestClientProtocol, admin: String) async throws -> String {
         try await client.send(.get, "/v1/accounts", token: admin).decode(AccountList.self).data[0].id
     }

@@ -103,7 +103,8 @@ extension Request {
             }
             throw .invalidField(Self.path(context.codingPath), "expected \(Self.describe(expected)), got null.")
         } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
-            throw .invalidField(Self.path(context.codingPath), context.debugDescription)
+            // Foundation's words (or a type's own decoder's) may quote the value it could not read.
+            throw .invalidField(Self.path(context.codingPath), ClientText.echo(context.debugDescription))
         } catch {
             throw RingRelayError(.badRequest, code: .malformedJSON, "The body is not valid JSON.", underlying: error)
         }

@@ -76,7 +76,7 @@ struct BindingsController {
             environment = parsed
         }
         if let own = scope.deviceID, let requested = body.deviceId, requested != own {
-            throw RingRelayError.forbidden("A device access token can only register bindings for its own deviceId ('\(own)').")
+            throw RingRelayError.forbidden("A device access token can only register bindings for its own deviceId ('\(ClientText.echo(own))').")
         }
         let registration = try BindingRegistration(
             accountID: scope.accountID, identity: identity, type: type, token: body.token, environment: environment,

@@ -24,7 +24,8 @@ struct IdentityKeysController {
             let identity = try QueryParameter.identity(decoded)
             let bindings = try await store.activeBindings(accountID: scope.accountID, identity: identity)
             guard !bindings.isEmpty else {
-                throw RingRelayError(.notFound, code: .identityNotFound, "The identity '\(identity)' has no active binding in this account.")
+                throw RingRelayError(
+                    .notFound, code: .identityNotFound, "The identity '\(ClientText.echo(identity))' has no active binding in this account.")
             }
             let keys = bindings.sorted { ($0.registeredAt, $0.id) < ($1.registeredAt, $1.id) }.compactMap { binding in
                 binding.publicKey.map { key in

@@ -42,7 +42,9 @@ struct CallService: Sendable {
         switch (scope.identity, request.from) {
         case (let identity?, nil): from = identity
         case (let identity?, let named?):
-            guard named == identity else { throw RingRelayError.forbidden("A device may only start calls as its own identity '\(identity)'.") }
+            guard named == identity else {
+                throw RingRelayError.forbidden("A device may only start calls as its own identity '\(ClientText.echo(identity))'.")
+            }
             from = named
         case (nil, let named?): from = named
         case (nil, nil): throw RingRelayError.missingField("from")
@@ -121,7 +123,7 @@ struct CallService: Sendable {
         if result.call.state == .unreachable {
             let named =
                 callees.count == 1
-                ? "The identity '\(callees[0])' has no live connection and no active binding"
+                ? "The identity '\(ClientText.echo(callees[0]))' has no live connection and no active binding"
                 : "None of the \(callees.count) identities has a live connection or an active binding"
             throw RingRelayError(.notFound, code: .noReachableDevice, "\(named) this call can ring in this account.")
         }
@@ -309,7 +311,8 @@ struct CallService: Sendable {
             }
             current = latest
         }
-        throw RingRelayError(.conflict, code: .callNotRinging, "Call '\(call.id)' changed too often to apply the command; try again.")
+        throw RingRelayError(
+            .conflict, code: .callNotRinging, "Call '\(ClientText.echo(call.id))' changed too often to apply the command; try again.")
     }
 
     private func record(_ call: Call) {
@@ -340,7 +343,7 @@ struct CallService: Sendable {
         var named: Set<String> = []
         for (index, identity) in to.enumerated() {
             try BindingRules.validateIdentity(identity, field: "to[\(index)]")
-            guard named.insert(identity).inserted else { throw .invalidField("to[\(index)]", "names '\(identity)' twice.") }
+            guard named.insert(identity).inserted else { throw .invalidField("to[\(index)]", "names '\(ClientText.echo(identity))' twice.") }
             guard identity != caller else { throw .invalidField("to[\(index)]", "is the caller; a ring group rings others.") }
         }
         return to
@@ -387,7 +390,7 @@ struct CallService: Sendable {
         }
         return try invites.enumerated().map { index, invite in
             guard let binding = calleeBindings[invite.bindingId] else {
-                let whose = callees.count == 1 ? "'\(callees[0])'" : "any identity called"
+                let whose = callees.count == 1 ? "'\(ClientText.echo(callees[0]))'" : "any identity called"
                 throw RingRelayError.invalidField("sealed[\(index)].bindingId", "is not an active binding of \(whose).")
             }
             guard binding.publicKey != nil else {

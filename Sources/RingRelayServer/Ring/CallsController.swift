@@ -119,7 +119,7 @@ struct CallsController {
         let actor: CallActor
         if let identity = scope.identity {
             if let named = body.deviceId, named != scope.deviceID {
-                throw RingRelayError.forbidden("A device access token acts only as its own device '\(scope.deviceID ?? "")'.")
+                throw RingRelayError.forbidden("A device access token acts only as its own device '\(ClientText.echo(scope.deviceID ?? ""))'.")
             }
             actor = CallActor(identity: identity, deviceID: scope.deviceID)
         } else {

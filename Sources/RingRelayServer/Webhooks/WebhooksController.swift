@@ -181,7 +181,7 @@ struct WebhooksController {
                 status: .notFound,
                 ErrorBody(
                     code: RingRelayError.Code.noReachableDevice.rawValue,
-                    message: "The identity '\(result.call.callee)' has no live connection and no active binding in this account."))
+                    message: "The identity '\(ClientText.echo(result.call.callee))' has no live connection and no active binding in this account."))
         }
         return Response.json(status: .ok, WebhookRingResponse(callId: result.call.id, deliveries: result.deliveries.map(DeliveryResource.init)))
     }
