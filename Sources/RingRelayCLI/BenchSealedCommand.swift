@@ -29,10 +29,12 @@ extension BenchCommand {
             let address = SealedInviteAddress(accountId: "acc_bench", identity: "bob", bindingId: "bnd_bench")
             let callerKey = DeviceKeyResource(
                 bindingId: "bnd_alice", deviceId: caller.deviceId, type: "apns_alert", publicKey: caller.publicKeyBase64, registeredAt: Date())
+            // Every invite stays unexpired for the run: the stores must hold them all (a full store
+            // refuses new invites rather than forget one).
             let opener = SealedInviteOpener(
                 identity: callee, bindingIds: [address.bindingId], senderKeys: KeyDirectoryLookup { _ in [callerKey] },
-                replayStore: InviteReplayStore(fileURL: URL(fileURLWithPath: directory.appending("opened.json"))))
-            let replayOnly = InviteReplayStore(fileURL: URL(fileURLWithPath: directory.appending("replay-only.json")))
+                replayStore: InviteReplayStore(fileURL: URL(fileURLWithPath: directory.appending("opened.json")), capacity: count))
+            let replayOnly = InviteReplayStore(fileURL: URL(fileURLWithPath: directory.appending("replay-only.json")), capacity: count)
             let metadata = JSONValue.object(["pad": .string(String(repeating: "x", count: metadataBytes))])
 
             let clock = ContinuousClock()
@@ -41,14 +43,15 @@ extension BenchCommand {
             var replay: [Duration] = []
             var boxLength = 0
             for index in 0..<count {
+                let callId = "call_bench\(String(format: "%021d", index))"
                 let payload = SealedCallPayload(
-                    inviteId: "bench-\(index)",
+                    inviteId: "bench-\(index)", callId: callId,
                     caller: .init(identity: "alice", deviceId: caller.deviceId, keyId: caller.keyId, displayName: "Alice"),
                     media: "audio", metadata: metadata, expiresAt: Date().addingTimeInterval(60))
                 var box = ""
                 seal.append(try clock.measure { box = try caller.seal(payload, to: callee.privateKey.publicKey, address: address) })
                 boxLength = box.utf8.count
-                open.append(try await clock.measure { _ = try await opener.open(box) })
+                open.append(try await clock.measure { _ = try await opener.open(box, callId: callId) })
                 replay.append(
                     try clock.measure { _ = try replayOnly.recordFirstOpening(of: "replay-\(index)", expiresAt: payload.expiresAt, now: Date()) })
             }

@@ -168,11 +168,14 @@ extension SealedInviteRefusal {
         case .tampered: "tampered"
         case .wrongBinding: "wrongBinding"
         case .expired: "expired"
+        case .expiresTooLate: "expiresTooLate"
+        case .wrongCall: "wrongCall"
         case .replayed: "replayed"
         case .unknownSender: "unknownSender"
         case .unauthenticatedSender: "unauthenticatedSender"
         case .senderKeysUnavailable: "senderKeysUnavailable"
         case .replayStateUnavailable: "replayStateUnavailable"
+        case .replayStoreFull: "replayStoreFull"
         }
     }
 }

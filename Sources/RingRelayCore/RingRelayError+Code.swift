@@ -135,6 +135,8 @@ extension RingRelayError.Code {
     public static let callNotActive = Self(rawValue: "call_not_active")
     /// A provider call, which only its provider cancels.
     public static let callNotCancellable = Self(rawValue: "call_not_cancellable")
+    /// `POST /v1/calls` named a `callId` that a call has already.
+    public static let callIdTaken = Self(rawValue: "call_id_taken")
 
     // MARK: Webhooks
 

@@ -1,6 +1,12 @@
 /// SQL that both store engines (SQLite and PostgreSQL) write alike: the columns of the tables
 /// whose rows they read into the same values, and the clauses whose rules must not drift apart.
 package enum StoreSQL {
+    /// What both engines answer when a new call's id is taken: a native call whose caller chose
+    /// its id (`callId`) chose one that exists, in this account or another. The server's own ids
+    /// never collide (80 random bits a millisecond).
+    package static let callIDTaken = RingRelayError(
+        .conflict, code: .callIdTaken, "A call with this callId exists already; choose another (or leave callId out).")
+
     /// Devices whose last binding was removed, and when: their access tokens issued before then
     /// are refused. `device_id` `''` (``everyDevice``) stands for every device of the identity.
     package static let signedOutDevicesTable = """

@@ -55,7 +55,10 @@ extension PostgresStore {
             }
             return .created(call, busy: busy)
         }
-        guard let externalID = call.externalID,
+        // No provider notification to be a repeat of: the id was taken, and only a caller's own
+        // choice (`callId`) can take one.
+        guard let externalID = call.externalID else { throw StoreSQL.callIDTaken }
+        guard
             let row = try await connection.query(
                 """
                 SELECT \(unescaped: Self.callColumns) FROM calls

@@ -742,7 +742,10 @@ extension SQLiteStore {
             self.callCache.put(call)
             return .created(call, busy: busy)
         }
-        guard let externalID = call.externalID,
+        // No provider notification to be a repeat of: the id was taken, and only a caller's own
+        // choice (`callId`) can take one.
+        guard let externalID = call.externalID else { throw StoreSQL.callIDTaken }
+        guard
             let row = try connection.query(
                 "SELECT \(Self.callColumns) FROM calls WHERE account_id = ? AND source = ? AND external_id = ?",
                 [.text(call.accountID), .text(call.source.rawValue), .text(externalID)]

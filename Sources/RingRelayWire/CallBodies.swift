@@ -197,6 +197,11 @@ public struct CallList: Sendable, Hashable, Codable {
 
 /// `POST /v1/calls` body: start a native call.
 public struct CreateCallRequest: Sendable, Hashable, Codable {
+    /// The call's id, chosen by the caller (`call_` and 26 lowercase Crockford base-32
+    /// characters, as the server's own ids); the server makes one when it is absent. A caller that
+    /// seals invites names the call in each box before placing it, so the callee's SDK can refuse
+    /// a box delivered with another call. An id already taken answers 409 `call_id_taken`.
+    public var callId: String?
     /// The caller's identity. A device token may omit it (its own identity is used) and may not
     /// name another.
     public var from: String?
@@ -228,25 +233,26 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     public var notifyMissed: Bool?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case from, to, mode, media, ringTimeoutSeconds, metadata, displayName, avatarUrl, sealed, ifBusy, notifyMissed
+        case callId, from, to, mode, media, ringTimeoutSeconds, metadata, displayName, avatarUrl, sealed, ifBusy, notifyMissed
     }
 
     /// Creates a request to ring one identity.
     public init(
-        from: String? = nil, to: String, media: String? = nil, ringTimeoutSeconds: Int? = nil, metadata: JSONValue? = nil,
+        callId: String? = nil, from: String? = nil, to: String, media: String? = nil, ringTimeoutSeconds: Int? = nil, metadata: JSONValue? = nil,
         displayName: String? = nil, avatarUrl: String? = nil, sealed: [SealedInvite]? = nil, ifBusy: String? = nil, notifyMissed: Bool? = nil
     ) {
         self.init(
-            from: from, to: [to], media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata, displayName: displayName,
-            avatarUrl: avatarUrl, sealed: sealed, ifBusy: ifBusy, notifyMissed: notifyMissed)
+            callId: callId, from: from, to: [to], media: media, ringTimeoutSeconds: ringTimeoutSeconds, metadata: metadata,
+            displayName: displayName, avatarUrl: avatarUrl, sealed: sealed, ifBusy: ifBusy, notifyMissed: notifyMissed)
     }
 
     /// Creates a request to ring several identities at once (a ring group) or one.
     public init(
-        from: String? = nil, to: [String], mode: String? = nil, media: String? = nil, ringTimeoutSeconds: Int? = nil,
+        callId: String? = nil, from: String? = nil, to: [String], mode: String? = nil, media: String? = nil, ringTimeoutSeconds: Int? = nil,
         metadata: JSONValue? = nil, displayName: String? = nil, avatarUrl: String? = nil, sealed: [SealedInvite]? = nil,
         ifBusy: String? = nil, notifyMissed: Bool? = nil
     ) {
+        self.callId = callId
         self.from = from
         self.to = to
         self.mode = mode
@@ -262,6 +268,7 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.strictContainer(keyedBy: CodingKeys.self)
+        callId = try container.decodeIfPresent(String.self, forKey: .callId)
         from = try container.decodeIfPresent(String.self, forKey: .from)
         if let one = try? container.decode(String.self, forKey: .to) {
             to = [one]
@@ -282,6 +289,7 @@ public struct CreateCallRequest: Sendable, Hashable, Codable {
     /// Writes `to` as a string when it names one identity, as servers before ring groups read it.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(callId, forKey: .callId)
         try container.encodeIfPresent(from, forKey: .from)
         if to.count == 1 { try container.encode(to[0], forKey: .to) } else { try container.encode(to, forKey: .to) }
         try container.encodeIfPresent(mode, forKey: .mode)

@@ -11,7 +11,7 @@ import Testing
         let world = try SealedWorld()
         defer { world.directory.remove() }
         let payload = world.payload()
-        let opened = try await world.opener().open(try world.box(payload))
+        let opened = try await world.opener().open(try world.box(payload), callId: SealedWorld.callId)
         #expect(opened == payload)
         #expect(opened.caller.displayName == "Alice Liddell")
         #expect(opened.metadata == .object(["room": .string("r-42")]))
@@ -103,6 +103,59 @@ import Testing
         #expect(await refusal(world.opener(), box) == nil)
     }
 
+    /// An invite claims how long it stays valid; one that claims more than five minutes ahead of
+    /// the callee's clock is refused, as it would stay replayable (and hold its place in the
+    /// replay store) for longer than any ring.
+    @Test func anInviteValidForMoreThanFiveMinutesIsRefused() async throws {
+        let world = try SealedWorld()
+        defer { world.directory.remove() }
+        let tooLong = world.payload(lifetime: 301)
+        #expect(await refusal(world.opener(), try world.box(tooLong)) == .expiresTooLate(tooLong.expiresAt))
+        #expect(await refusal(world.opener(), try world.box(world.payload(lifetime: 300))) == nil)
+        // The refused one was not recorded: once the callee's clock is close enough, it opens.
+        world.clock.set(tooLong.expiresAt.addingTimeInterval(-299))
+        #expect(await refusal(world.opener(), try world.box(tooLong)) == nil)
+    }
+
+    /// A box names its call: delivered with another call's push or event (a replay into a call
+    /// the server made up, or a box moved between calls), it is refused.
+    @Test func aBoxCarriedByAnotherCallIsRefused() async throws {
+        let world = try SealedWorld()
+        defer { world.directory.remove() }
+        let payload = world.payload(callId: "call_06h5p0000000000000000000aa")
+        let box = try world.box(payload)
+        #expect(await refusal(world.opener(), box, callId: "call_06h5p0000000000000000000bb") == .wrongCall)
+        // Refused before it was recorded: with its own call it opens, once.
+        #expect(await refusal(world.opener(), box, callId: payload.callId) == nil)
+        #expect(await refusal(world.opener(), box, callId: payload.callId) == .replayed)
+        let processor = SealedNotificationProcessor(opener: world.opener(replayFile: "extension.json"))
+        let moved = await processor.process(SealedRingTests.alertPush(callId: "call_06h5p0000000000000000000bb", box: box))
+        #expect(moved == .suppress(.wrongCall))
+    }
+
+    /// Whoever can make boxes (a caller of the account, or the server with a key it added) cannot
+    /// make the device forget an invite by opening many fresh ones: once the replay store is
+    /// full of unexpired invites, new ones are refused, and an invite opened before stays a
+    /// replay until it expires.
+    @Test func freshInvitesCannotFlushTheReplayStore() async throws {
+        let world = try SealedWorld()
+        defer { world.directory.remove() }
+        let opener = world.opener(replayCapacity: 16)
+        let victimPayload = world.payload(lifetime: 60)
+        let victim = try world.box(victimPayload)
+        #expect(await refusal(opener, victim) == nil)
+        var refusals: [SealedInviteRefusal?] = []
+        for _ in 0..<16 { refusals.append(await refusal(opener, try world.box(world.payload(lifetime: 120)))) }
+        #expect(refusals.filter { $0 == nil }.count == 15)
+        #expect(refusals.last == .replayStoreFull)
+        #expect(await refusal(opener, victim) == .replayed)
+        // When the victim expires it is refused as expired, and its place is free again.
+        world.clock.set(victimPayload.expiresAt)
+        #expect(await refusal(opener, victim) == .expired(victimPayload.expiresAt))
+        #expect(await refusal(opener, try world.box(world.payload(lifetime: 120))) == nil)
+        #expect(await refusal(opener, try world.box(world.payload(lifetime: 120))) == .replayStoreFull)
+    }
+
     @Test func theSameInviteOpensOnce() async throws {
         let world = try SealedWorld()
         defer { world.directory.remove() }
@@ -161,7 +214,7 @@ import Testing
     @Test func everyRefusalSaysWhatHappened() {
         let refusals: [SealedInviteRefusal] = [
             .malformed, .wrongKey, .tampered, .wrongBinding, .expired(Dates.sent), .replayed, .unknownSender, .unauthenticatedSender,
-            .senderKeysUnavailable, .replayStateUnavailable,
+            .senderKeysUnavailable, .replayStateUnavailable, .expiresTooLate(Dates.sent), .wrongCall, .replayStoreFull,
         ]
         #expect(Set(refusals.map(\.description)).count == refusals.count)
         #expect(SealedInviteRefusal.expired(Dates.sent).description.contains("2030-01-01T12:00:00Z"))

@@ -48,7 +48,7 @@ import Testing
         #expect(try stores[0].count() == invites.count)
     }
 
-    @Test func expiredInvitesAreForgottenAndTheStoreIsBounded() throws {
+    @Test func expiredInvitesAreForgottenAndAFullStoreRefusesRatherThanForgets() throws {
         let directory = try TemporaryDirectory(prefix: "ringrelay-replay")
         defer { directory.remove() }
         let store = InviteReplayStore(fileURL: URL(fileURLWithPath: directory.appending("replays.json")), capacity: 3)
@@ -58,12 +58,42 @@ import Testing
         // After "short" expired, recording anything forgets it.
         #expect(try store.recordFirstOpening(of: "later", expiresAt: now.addingTimeInterval(50), now: now.addingTimeInterval(20)))
         #expect(try store.count() == 2)
-        // At the bound, the invite that expires first goes.
         #expect(try store.recordFirstOpening(of: "a", expiresAt: now.addingTimeInterval(90), now: now.addingTimeInterval(20)))
-        #expect(try store.recordFirstOpening(of: "b", expiresAt: now.addingTimeInterval(95), now: now.addingTimeInterval(20)))
         #expect(try store.count() == 3)
-        #expect(try store.recordFirstOpening(of: "later", expiresAt: now.addingTimeInterval(50), now: now.addingTimeInterval(20)))
+        // Full of unexpired invites: a new one is refused, and none of those kept is forgotten.
+        #expect(throws: InviteReplayStore.Full.self) {
+            try store.recordFirstOpening(of: "b", expiresAt: now.addingTimeInterval(95), now: now.addingTimeInterval(20))
+        }
+        #expect(try !store.recordFirstOpening(of: "later", expiresAt: now.addingTimeInterval(50), now: now.addingTimeInterval(20)))
         #expect(try !store.recordFirstOpening(of: "long", expiresAt: now.addingTimeInterval(100), now: now.addingTimeInterval(20)))
+        // Once one expires, there is room again.
+        #expect(try store.recordFirstOpening(of: "b", expiresAt: now.addingTimeInterval(95), now: now.addingTimeInterval(51)))
+        #expect(try store.count() == 3)
+    }
+
+    /// The flush the store's old bound allowed (issue 42): whoever can make boxes opens 1,024
+    /// fresh invites, the store forgot the oldest to make room, and an invite opened before
+    /// opened again. Now the store refuses the fresh ones once it is full, and the old one stays
+    /// a replay until it expires.
+    @Test func freshInvitesCannotFlushAnUnexpiredOne() throws {
+        let directory = try TemporaryDirectory(prefix: "ringrelay-replay")
+        defer { directory.remove() }
+        let store = InviteReplayStore(fileURL: URL(fileURLWithPath: directory.appending("replays.json")))
+        #expect(store.capacity == 1024)
+        let now = Dates.sent
+        #expect(try store.recordFirstOpening(of: "victim", expiresAt: now.addingTimeInterval(60), now: now))
+        var recorded = 0
+        var refused = 0
+        for index in 0..<1024 {
+            do {
+                if try store.recordFirstOpening(of: "fresh-\(index)", expiresAt: now.addingTimeInterval(120), now: now) { recorded += 1 }
+            } catch is InviteReplayStore.Full {
+                refused += 1
+            }
+        }
+        #expect(recorded == 1023 && refused == 1)
+        #expect(try !store.recordFirstOpening(of: "victim", expiresAt: now.addingTimeInterval(60), now: now.addingTimeInterval(30)))
+        #expect(try store.count() == 1024)
     }
 
     // MARK: Trust on first use

@@ -23,12 +23,17 @@ struct SealedWorld {
         FixedSenderKeys(keys: ["alice": [alice.privateKey.publicKey], "bob": [bob.privateKey.publicKey]])
     }
 
-    /// Alice's invite to Bob, valid for 60 s from now.
-    func payload(inviteId: String = UUID().uuidString, displayName: String? = "Alice Liddell") -> SealedCallPayload {
+    /// The call the tests' pushes and events carry.
+    static let callId = "call_1"
+
+    /// Alice's invite to Bob for call ``callId``, valid for 60 s from now.
+    func payload(
+        inviteId: String = UUID().uuidString, callId: String = SealedWorld.callId, displayName: String? = "Alice Liddell", lifetime: TimeInterval = 60
+    ) -> SealedCallPayload {
         SealedCallPayload(
-            inviteId: inviteId,
+            inviteId: inviteId, callId: callId,
             caller: .init(identity: "alice", deviceId: alice.deviceId, keyId: alice.keyId, displayName: displayName),
-            media: "video", metadata: .object(["room": .string("r-42")]), expiresAt: clock.now.addingTimeInterval(60))
+            media: "video", metadata: .object(["room": .string("r-42")]), expiresAt: clock.now.addingTimeInterval(lifetime))
     }
 
     /// A box from Alice to Bob's alert binding.
@@ -39,12 +44,13 @@ struct SealedWorld {
     /// Bob's opener, on the replay file `replays.json` (or another).
     func opener(
         senderKeys: (any SenderKeyLookup)? = nil, replayFile: String = "replays.json", identity: SealedCallIdentity? = nil,
-        bindingIds: Set<String> = [bobBinding]
+        bindingIds: Set<String> = [bobBinding], replayCapacity: Int = 1024
     ) -> SealedInviteOpener {
         let clock = clock
         return SealedInviteOpener(
             identity: identity ?? bob, bindingIds: bindingIds, senderKeys: senderKeys ?? directoryKeys,
-            replayStore: InviteReplayStore(fileURL: URL(fileURLWithPath: directory.appending(replayFile))), now: { clock.now })
+            replayStore: InviteReplayStore(fileURL: URL(fileURLWithPath: directory.appending(replayFile)), capacity: replayCapacity),
+            now: { clock.now })
     }
 }
 
@@ -72,10 +78,10 @@ struct UnreachableSenderKeys: SenderKeyLookup {
     func publicKey(of identity: String, keyId: DeviceKeyID) async throws -> P256.KeyAgreement.PublicKey? { throw Unreachable() }
 }
 
-/// Opens a box and returns the refusal, or `nil` when it opened.
-func refusal(_ opener: SealedInviteOpener, _ box: String) async -> SealedInviteRefusal? {
+/// Opens a box carried by call `callId` and returns the refusal, or `nil` when it opened.
+func refusal(_ opener: SealedInviteOpener, _ box: String, callId: String = SealedWorld.callId) async -> SealedInviteRefusal? {
     do {
-        _ = try await opener.open(box)
+        _ = try await opener.open(box, callId: callId)
         return nil
     } catch {
         return error

@@ -51,6 +51,40 @@ import Testing
         }
     }
 
+    /// A caller may choose its call's id (`callId`), as RingRelayKit does so each box can name its
+    /// call: the call gets that id, an id in another shape is refused by name, and an id taken
+    /// (in this account or another) answers 409 `call_id_taken` without ringing anything.
+    @Test func aCallerMayChooseItsCallsID() async throws {
+        try await LiveCallTests.withWorld { world in
+            let key = world.key
+            let alert = try await world.client.createBinding(
+                #"{"identity":"bob","type":"apns_alert","token":"\#(String(repeating: "ab", count: 32))","publicKey":"\#(IdentityKeysTests.publicKey())"}"#,
+                token: key)
+            let callId = "call_06h5p0m3j5ka1xyz0q2w3e4r5t"
+            let body = #"{"callId":"\#(callId)","to":"bob","sealed":[{"bindingId":"\#(alert.id)","box":"AAAA"}]}"#
+            let placed = try await world.client.send(.post, "/v1/calls", token: world.alice, json: body)
+            #expect(placed.status == .created, "\(String(buffer: placed.body))")
+            #expect(try placed.decode(CallResource.self).id == callId)
+            #expect(try await world.client.send(.get, "/v1/calls/\(callId)", token: key).status == .ok)
+
+            let again = try await world.client.send(.post, "/v1/calls", token: world.alice, json: body)
+            #expect(again.status == .conflict && again.errorCode == "call_id_taken", "\(String(buffer: again.body))")
+            // Another account's caller gets the same answer for the id: ids are 128 bits, so
+            // nobody learns of a call this way without already knowing its id.
+            let other = try await world.client.createAccount("other", admin: world.server.adminToken).apiKey
+            #expect(try await world.client.createBinding(#"{"identity":"bob","type":"fcm","token":"other-bob"}"#, token: other).identity == "bob")
+            let foreign = try await world.client.send(.post, "/v1/calls", token: other, json: #"{"callId":"\#(callId)","from":"zed","to":"bob"}"#)
+            #expect(foreign.status == .conflict && foreign.errorCode == "call_id_taken", "\(String(buffer: foreign.body))")
+            #expect(try await world.client.send(.get, "/v1/calls", token: other).decode(CallList.self).data.isEmpty)
+
+            for bad in ["call_1", "bnd_06h5p0m3j5ka1xyz0q2w3e4r5t", "call_06H5P0M3J5KA1XYZ0Q2W3E4R5T", String(repeating: "c", count: 5_000)] {
+                let refused = try await world.client.send(.post, "/v1/calls", token: world.alice, json: #"{"callId":"\#(bad)","to":"bob"}"#)
+                #expect(refused.status == .unprocessableContent && refused.errorCode == "invalid_field", "\(bad.prefix(40))")
+                #expect(String(buffer: refused.body).contains("'callId'"), "\(String(buffer: refused.body))")
+            }
+        }
+    }
+
     /// The largest valid sealed call fits the route's limit: twenty callees with 256-byte
     /// identities and 100 boxes of 3,072 characters (about 320 KB; the general 64 KiB limit
     /// refused it), padded to the limit even. One box more is refused by name, one byte more 413.

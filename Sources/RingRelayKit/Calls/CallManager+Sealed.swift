@@ -7,14 +7,15 @@ extension CallManager {
     /// the box. A box that does not open ends the call as failed, after observers heard why: it
     /// must not ring as it claims.
     func openSealedRing(_ box: String, for call: Call) {
-        guard let sealedInvites else {
+        // A box is opened for the call that carried it; it must name that call.
+        guard let sealedInvites, case .ringRelay(let callId) = call.key else {
             // This device cannot read sealed invites: nothing trustworthy to show.
             finish(call, reason: .failed, reportToSystem: true)
             return
         }
         Task { [weak self] in
             do throws(SealedInviteRefusal) {
-                let payload = try await sealedInvites.open(box)
+                let payload = try await sealedInvites.open(box, callId: callId)
                 self?.show(payload, in: call)
             } catch {
                 self?.publish(.sealedInviteRefused(call, error))

@@ -42,18 +42,23 @@ extension RingRelayClient {
             throw .sealedCall("The known device keys could not be read or written: \(error)")
         }
         let identity = sealedCalls.identity
+        // The call's id is chosen here, so that each box can name its call: a callee's SDK
+        // refuses a box that arrives with another call.
+        let callId = CallIDs.make()
+        let lifetime = min(sealedCalls.inviteLifetime, SealedInviteOpener.maximumLifetime)
         let payload = SealedCallPayload(
-            inviteId: UUID().uuidString.lowercased(),
+            inviteId: UUID().uuidString.lowercased(), callId: callId,
             caller: .init(
                 identity: identity.identity, deviceId: identity.deviceId, keyId: identity.keyId, displayName: displayName,
                 avatarUrl: avatarURL?.absoluteString),
-            media: media.rawValue, metadata: metadata, expiresAt: configuration.calls.now().addingTimeInterval(sealedCalls.inviteLifetime.seconds))
+            media: media.rawValue, metadata: metadata, expiresAt: configuration.calls.now().addingTimeInterval(lifetime.seconds))
         let boxes = try Self.seal(payload, by: identity, to: keys, of: callee)
         let api = api
         return try await calls.placeCall { () async throws(RingRelayError) in
             // Media stays in the boxes too: the server's record says audio.
             try await api.createCall(
-                CreateCallRequest(to: callee, sealed: boxes, ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed))
+                CreateCallRequest(
+                    callId: callId, to: callee, sealed: boxes, ifBusy: options.ifBusy?.rawValue, notifyMissed: options.notifyMissed))
         } describedAs: { resource in
             Call.Info(placed: resource, media: media, metadata: metadata)
         }
@@ -93,11 +98,11 @@ struct ClientSealedInviteOpener: SealedInviteOpening {
     let bindingStore: any BindingStore
     let now: @Sendable () -> Date
 
-    func open(_ box: String) async throws(SealedInviteRefusal) -> SealedCallPayload {
+    func open(_ box: String, callId: String) async throws(SealedInviteRefusal) -> SealedCallPayload {
         let opener = SealedInviteOpener(
             identity: configuration.identity, bindingIds: Set(await bindingStore.load().map(\.id)),
             senderKeys: KeyDirectoryLookup(api: api),
             replayStore: configuration.replayStore, now: now)
-        return try await opener.open(box)
+        return try await opener.open(box, callId: callId)
     }
 }

@@ -3,6 +3,12 @@ import Foundation
 /// The sealed invites this device has opened, kept in a file until each expires, so that a box
 /// delivered twice (a replay, or the same call by two channels) is opened once.
 ///
+/// An invite is forgotten only once it has expired: forgetting one that has not would let it
+/// open again (an attacker able to make boxes would open ``capacity`` fresh ones, then replay an
+/// old one). When ``capacity`` unexpired invites are remembered, a new one is refused instead
+/// (``Full``); the opener refuses at most ``SealedInviteOpener/maximumLifetime`` ahead, so the
+/// oldest expire within 5 minutes and the store takes invites again.
+///
 /// An app and its Notification Service Extension open invites in two processes: give both the
 /// same file in their app group's container
 /// (`FileManager.default.containerURL(forSecurityApplicationGroupIdentifier:)`). Changes hold
@@ -11,9 +17,13 @@ import Foundation
 public struct InviteReplayStore: Sendable {
     /// The file, created at first use.
     public let fileURL: URL
-    /// How many unexpired invites are remembered at most. When it is reached, the invite that
-    /// expires first is forgotten: far more than can ring within one ring timeout.
+    /// How many unexpired invites are remembered at most: far more than can ring within one
+    /// invite's lifetime. When it is reached, new invites are refused until some expire.
     public let capacity: Int
+
+    /// The store remembers ``capacity`` invites that have not expired: a new one cannot be
+    /// recorded without forgetting one that could then be replayed.
+    public struct Full: Error, Sendable, Hashable {}
 
     private let file: LockedFile
 
@@ -33,7 +43,8 @@ public struct InviteReplayStore: Sendable {
     /// Records that `inviteId` was opened, unless it was before; forgets invites that expired.
     ///
     /// - Returns: `false` when the invite was recorded before (a replay).
-    /// - Throws: when the file cannot be read or written (treat as a refusal: a replay cannot be ruled out).
+    /// - Throws: ``Full`` when ``capacity`` unexpired invites are recorded; an error when the file
+    ///   cannot be read or written. Treat both as a refusal: a replay cannot be ruled out.
     public func recordFirstOpening(of inviteId: String, expiresAt: Date, now: Date) throws -> Bool {
         try file.update { data in
             var contents = try data.map { try JSONDecoder().decode(Contents.self, from: $0) } ?? Contents()
@@ -43,11 +54,12 @@ public struct InviteReplayStore: Sendable {
                 data = try JSONEncoder.sorted.encode(contents)
                 return false
             }
-            contents.invites[inviteId] = expiresAt.timeIntervalSince1970
-            if contents.invites.count > capacity {
-                let soonest = contents.invites.sorted { ($0.value, $0.key) < ($1.value, $1.key) }.prefix(contents.invites.count - capacity)
-                for (id, _) in soonest { contents.invites[id] = nil }
+            guard contents.invites.count < capacity else {
+                // What expired is gone from the file all the same; nothing unexpired is forgotten.
+                data = try JSONEncoder.sorted.encode(contents)
+                throw Full()
             }
+            contents.invites[inviteId] = expiresAt.timeIntervalSince1970
             data = try JSONEncoder.sorted.encode(contents)
             return true
         }

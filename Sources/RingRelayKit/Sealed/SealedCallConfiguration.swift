@@ -10,7 +10,8 @@ public struct SealedCallConfiguration: Sendable {
     /// The callees' keys sealed to before (trust on first use).
     public var knownKeys: KnownDeviceKeys
     /// How long an invite this device seals stays valid: the ring timeout (45 s by default) and
-    /// some room for the two devices' clocks to differ.
+    /// some room for the two devices' clocks to differ. At most
+    /// ``SealedInviteOpener/maximumLifetime`` (5 minutes) is used: callees refuse longer.
     public var inviteLifetime: Duration
     /// Told when a callee's device keys differ from those sealed to before, before the call is
     /// placed; show it to the user.

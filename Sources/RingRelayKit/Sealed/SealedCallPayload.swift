@@ -33,6 +33,11 @@ public struct SealedCallPayload: Sendable, Hashable, Codable {
     /// Made by the caller's SDK, one per call (the same in every box of the call): the callee's
     /// devices remember it to refuse a box seen before.
     public var inviteId: String
+    /// The call the invite is for (`call_…`): the caller's SDK picks the call's id and places the
+    /// call with it (`POST /v1/calls` with `callId`), and the callee's SDK refuses a box that a
+    /// push or event of another call carries (``SealedInviteRefusal/wrongCall``). Without it, a
+    /// box seen once could ring again in a call of the server's making.
+    public var callId: String
     /// Who calls.
     public var caller: Caller
     /// `audio` or `video`.
@@ -40,12 +45,14 @@ public struct SealedCallPayload: Sendable, Hashable, Codable {
     /// The caller's metadata, unchanged.
     public var metadata: JSONValue?
     /// When the invite stops being valid, by the caller's clock: a box opened later is refused,
-    /// whatever the server says.
+    /// whatever the server says, and so is one whose expiry is further ahead than
+    /// ``SealedInviteOpener/maximumLifetime``.
     public var expiresAt: Date
 
     /// Creates a payload.
-    public init(inviteId: String, caller: Caller, media: String, metadata: JSONValue? = nil, expiresAt: Date) {
+    public init(inviteId: String, callId: String, caller: Caller, media: String, metadata: JSONValue? = nil, expiresAt: Date) {
         self.inviteId = inviteId
+        self.callId = callId
         self.caller = caller
         self.media = media
         self.metadata = metadata

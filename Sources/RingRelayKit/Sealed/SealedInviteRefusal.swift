@@ -17,6 +17,13 @@ public enum SealedInviteRefusal: Error, Sendable, Hashable, CustomStringConverti
     case wrongBinding
     /// Opened after the `expiresAt` inside the box (by this device's clock).
     case expired(Date)
+    /// The `expiresAt` inside the box is further ahead of this device's clock than
+    /// ``SealedInviteOpener/maximumLifetime``: an invite that would stay valid (and replayable)
+    /// for longer than any ring.
+    case expiresTooLate(Date)
+    /// The box names another call than the push or event that carried it: a box of one call
+    /// delivered in another.
+    case wrongCall
     /// This invite was opened on this device before.
     case replayed
     /// The key directory has no key with the box's key id for the identity the box names as caller.
@@ -29,6 +36,10 @@ public enum SealedInviteRefusal: Error, Sendable, Hashable, CustomStringConverti
     case senderKeysUnavailable
     /// The record of opened invites could not be read or written, so a replay could not be ruled out.
     case replayStateUnavailable
+    /// The record of opened invites holds ``InviteReplayStore/capacity`` invites that have not
+    /// expired yet: forgetting one would let it be replayed, so new invites are refused until
+    /// some expire (within ``SealedInviteOpener/maximumLifetime``).
+    case replayStoreFull
 
     public var description: String {
         switch self {
@@ -37,11 +48,15 @@ public enum SealedInviteRefusal: Error, Sendable, Hashable, CustomStringConverti
         case .tampered: "The sealed invite does not decrypt: it was changed, or sealed for another account or identity."
         case .wrongBinding: "The sealed invite was sealed for another binding of this device."
         case .expired(let date): "The sealed invite expired at \(date.formatted(.iso8601))."
+        case .expiresTooLate(let date):
+            "The sealed invite claims to be valid until \(date.formatted(.iso8601)), further ahead than an invite may be."
+        case .wrongCall: "The sealed invite was made for another call than the one that carried it."
         case .replayed: "The sealed invite was opened on this device before."
         case .unknownSender: "The caller's key named in the sealed invite is not in the key directory."
         case .unauthenticatedSender: "The sealed invite was not made with the key of the caller it names."
         case .senderKeysUnavailable: "The caller's keys could not be fetched to authenticate the sealed invite."
         case .replayStateUnavailable: "The record of opened invites could not be read or written."
+        case .replayStoreFull: "Too many unexpired invites were opened on this device; new ones are refused until some expire."
         }
     }
 }

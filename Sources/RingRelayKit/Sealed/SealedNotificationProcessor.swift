@@ -34,7 +34,7 @@ public struct SealedNotificationProcessor: Sendable {
     public func process(_ content: PushContent) async -> SealedNotificationOutcome {
         guard case .ringRelay(let invite) = content, let box = invite.sealed else { return .passThrough }
         do {
-            let payload = try await opener.open(box)
+            let payload = try await opener.open(box, callId: invite.callId)
             return .reportCall(Self.voipPayload(invite: invite, opened: payload))
         } catch {
             return .suppress(error)

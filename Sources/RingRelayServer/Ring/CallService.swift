@@ -82,10 +82,14 @@ struct CallService: Sendable {
             sealed = try await Self.sealedBindings(invites, callees: callees, accountID: scope.accountID, store: store)
         }
         let ifBusy = try request.ifBusy.map(Self.busyPolicy)
+        // A caller that seals invites names the call in each box, so it picks the id itself.
+        if let callId = request.callId, !ResourceID.isValid(callId, prefix: ResourceID.call) {
+            throw RingRelayError.invalidField("callId", "must be a call id: call_ and 26 lowercase Crockford base-32 characters.")
+        }
 
         let now = clock.now
         let call = Call(
-            id: ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
+            id: request.callId ?? ResourceID.make(ResourceID.call, at: now), accountID: scope.accountID, source: .native, caller: from,
             callerName: request.displayName, callerAvatarURL: request.avatarUrl, callee: callees[0], media: media, metadata: metadata,
             state: .ringing, externalID: nil, createdAt: now, ringDeadline: now.addingTimeInterval(TimeInterval(ringSeconds)), updatedAt: now,
             notifyMissed: request.notifyMissed, isSealed: !invites.isEmpty,
