@@ -29,7 +29,8 @@ import Testing
     /// Sends a WebSocket upgrade request for `path` (with `authorization` as the header, if any)
     /// over a raw socket and reads until the server closes the connection.
     static func upgrade(port: Int, path: String, authorization: String? = nil) async throws -> Refusal {
-        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        var request =
+            "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         if let authorization { request += "Authorization: \(authorization)\r\n" }
         let answer = try await RawSocket.exchange(port: port, [Array((request + "\r\n").utf8)], timeout: .seconds(20))
