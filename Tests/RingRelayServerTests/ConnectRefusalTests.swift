@@ -99,6 +99,22 @@ import Testing
                 #expect(!opened.withLock { $0 })
             }
 
+            // A later request with an Upgrade header goes the plain HTTP way: its own 400 is
+            // written once, whole (the refused upgrade's replacement must not take it for the
+            // library's bare 400). (A first request with an Upgrade header other than websocket
+            // gets no answer at all from NIO's upgrade handler, as before.)
+            let first = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            let h2c = Array(
+                ("POST /v1/accounts HTTP/1.1\r\nHost: x\r\nUpgrade: h2c\r\nAuthorization: Bearer \(server.adminToken)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: 1\r\n\r\n{").utf8)
+            let plain = try await RawSocket.exchange(port: port, [first, h2c], timeout: .seconds(3))
+            let answers = plain.text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            #expect(answers.count == 2, "\(plain.text)")
+            let second = answers.last ?? ""
+            #expect(second.hasPrefix("HTTP/1.1 400 ") && second.contains(#""code":"malformed_json""#), "\(plain.text)")
+            let length = try #require(RequestLogTests.header("Content-Length", in: second).flatMap { Int($0) }, "\(plain.text)")
+            #expect(second.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n").utf8.count == length, "\(plain.text)")
+
             // A good token still upgrades, and the device is served.
             let device = try await LiveDevice.connect(port: port, token: token)
             #expect(device.ready?.deviceId == "b1")

@@ -54,8 +54,11 @@ final class RequestIDStamp: ChannelOutboundHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard !upgraded, case .head(var head) = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
-        if let refusal, head.status == .badRequest {
-            // The library's answer to the refused upgrade: its end (`.end`) follows as it is.
+        // The library's answer to the refused upgrade is a 400 without a request id: every answer
+        // of the router has one (RequestIDMiddleware), so the router's own answer to a request
+        // with an `Upgrade` header that went the plain HTTP way is never taken for it.
+        if let refusal, head.status == .badRequest, !head.headers.contains(name: RequestIDs.header.rawName) {
+            // Its end (`.end`) follows as it is.
             self.refusal = nil
             upgradeRequestID = nil
             var fields = refusal.head.headerFields
