@@ -33,29 +33,34 @@ import Testing
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let lag = EventLoopLag(group: group)
         let measuring = Task { try await lag.run() }
-        defer {
-            measuring.cancel()
-            group.shutdownGracefully { _ in }
-        }
-        try await Task.sleep(for: .milliseconds(400))
-        #expect(lag.overdue < .milliseconds(100), "an idle loop: \(lag.overdue)")
-
-        let loop = group.next()
-        let busyUntil = ContinuousClock.now + .milliseconds(2500)
-        @Sendable func block() {
-            guard ContinuousClock.now < busyUntil else { return }
-            Thread.sleep(forTimeInterval: 0.3)
-            loop.execute(block)
-        }
-        loop.execute(block)
         var highest: Duration = .zero
-        while ContinuousClock.now < busyUntil {
-            try await Task.sleep(for: .milliseconds(100))
-            highest = max(highest, lag.overdue)
+        var failure: (any Error)?
+        do {
+            try await Task.sleep(for: .milliseconds(400))
+            #expect(lag.overdue < .milliseconds(100), "an idle loop: \(lag.overdue)")
+            let loop = group.next()
+            let busyUntil = ContinuousClock.now + .milliseconds(2500)
+            @Sendable func block() {
+                guard ContinuousClock.now < busyUntil else { return }
+                Thread.sleep(forTimeInterval: 0.3)
+                loop.execute(block)
+            }
+            loop.execute(block)
+            while ContinuousClock.now < busyUntil {
+                try await Task.sleep(for: .milliseconds(100))
+                highest = max(highest, lag.overdue)
+            }
+            try await Task.sleep(for: .milliseconds(800))
+            #expect(lag.overdue < .milliseconds(100), "free again: \(lag.overdue)")
+        } catch {
+            failure = error
         }
+        // The measure stops (and cancels its timers) before its loop goes.
+        measuring.cancel()
+        _ = await measuring.result
+        try await group.shutdownGracefully()
+        if let failure { throw failure }
         #expect(highest > .milliseconds(150), "a loop busy in 300 ms stretches: \(highest)")
-        try await Task.sleep(for: .milliseconds(800))
-        #expect(lag.overdue < .milliseconds(100), "free again: \(lag.overdue)")
     }
 }
 
