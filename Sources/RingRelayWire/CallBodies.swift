@@ -348,13 +348,18 @@ public struct CallCommandRequest: Sendable, Hashable, Codable {
 public struct WebhookRingResponse: Sendable, Hashable, Codable {
     /// The call created (or found again, for a repeated notification).
     public var callId: String
-    /// Each device's first answer, or `pending` when it took longer than the server waits.
+    /// Each device's first answer, or `pending` when it took longer than the server waits: the
+    /// first 500.
     public var deliveries: [DeliveryResource]
+    /// When the call has more than 500 deliveries: pass as `cursor` to
+    /// `GET /v1/calls/{id}/deliveries` for the rest.
+    public var deliveriesNextCursor: String?
 
     /// Creates the body.
-    public init(callId: String, deliveries: [DeliveryResource]) {
+    public init(callId: String, deliveries: [DeliveryResource], deliveriesNextCursor: String? = nil) {
         self.callId = callId
         self.deliveries = deliveries
+        self.deliveriesNextCursor = deliveriesNextCursor
     }
 }
 

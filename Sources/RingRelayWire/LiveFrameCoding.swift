@@ -98,6 +98,7 @@ extension WebhookRingResponse: JSONTextEncodable {
         out.object { members in
             members.member("callId") { $0.string(callId) }
             members.member("deliveries") { $0.array(deliveries) { $0.deliveryResource($1) } }
+            if let deliveriesNextCursor { members.member("deliveriesNextCursor") { $0.string(deliveriesNextCursor) } }
         }
         return out.text
     }

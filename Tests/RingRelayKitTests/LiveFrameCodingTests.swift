@@ -32,8 +32,11 @@ struct LiveFrameCodingTests {
             event.call.deliveries = Self.maybe(&random) { random in
                 (0..<Int.random(in: 0..<4, using: &random)).map { _ in Self.randomDelivery(using: &random) }
             }
+            event.call.deliveriesNextCursor = Self.maybe(&random) { Self.randomString(using: &$0) }
             let deliveries = (0..<Int.random(in: 0..<4, using: &random)).map { _ in Self.randomDelivery(using: &random) }
-            let webhook = WebhookRingResponse(callId: Self.randomString(using: &random), deliveries: deliveries)
+            let webhook = WebhookRingResponse(
+                callId: Self.randomString(using: &random), deliveries: deliveries,
+                deliveriesNextCursor: Self.maybe(&random) { Self.randomString(using: &$0) })
             let invite = NativeInvite(
                 v: Int.random(in: 0...2, using: &random), callId: Self.randomString(using: &random),
                 from: Self.maybe(&random) {

@@ -388,6 +388,16 @@ extension LiveCallTests.World {
             let call = try created.decode(CallResource.self)
             #expect(call.deliveries?.count == 500)
             #expect(call.deliveriesNextCursor != nil)
+            // The answer's page and its cursor lead to the rest, each once.
+            var fromAnswer = call.deliveries?.map(\.id) ?? []
+            var next = call.deliveriesNextCursor
+            while let cursor = next {
+                let page = try await client.send(.get, "/v1/calls/\(call.id)/deliveries?cursor=\(cursor)", token: key).decode(DeliveryList.self)
+                fromAnswer += page.data.map(\.id)
+                next = page.nextCursor
+            }
+            #expect(fromAnswer.count == 1200)
+            #expect(Set(fromAnswer).count == 1200)
             let read = try await client.send(.get, "/v1/calls/\(call.id)", token: key).decode(CallResource.self)
             #expect(read.deliveries?.count == 500)
             var ids = read.deliveries?.map(\.id) ?? []

@@ -390,6 +390,26 @@ import Testing
         }
     }
 
+    /// A webhook's answer carries the first 500 deliveries and where the rest are, as the calls
+    /// API does: a ring of thousands of devices once answered megabytes.
+    @Test func aWebhookAnswersTheFirstPageOfDeliveries() async throws {
+        try await TestServer.withPushServer { server, _, client, key in
+            let accountID = try await Self.configureProviders(client, key: key, admin: server.adminToken)
+            for batch in 0..<2 {
+                let items = (0..<300).map { #"{"identity":"bob","type":"fcm","token":"t-\#(batch)-\#($0)"}"# }.joined(separator: ",")
+                #expect(try await client.send(.post, "/v1/bindings/batch", token: key, json: #"{"upsert":[\#(items)]}"#).status == .ok)
+            }
+            let answer = try await Self.postTwilio(client, accountID: accountID, body: Self.twilioBody(messageID: "WBpage"))
+            #expect(answer.status == .ok)
+            let ring = try answer.decode(WebhookRingResponse.self)
+            #expect(ring.deliveries.count == 500)
+            let cursor = try #require(ring.deliveriesNextCursor)
+            let rest = try await client.send(.get, "/v1/calls/\(ring.callId)/deliveries?cursor=\(cursor)", token: key).decode(DeliveryList.self)
+            #expect(rest.data.count == 100)
+            #expect(Set(ring.deliveries.map(\.id) + rest.data.map(\.id)).count == 600)
+        }
+    }
+
     /// An operator's settings for one account (issue 42): its own budget and provider ring time
     /// in place of the server's; another account keeps the server's; `{}` gives them back.
     @Test func anAccountsOwnLimitsReplaceTheServersForItAlone() async throws {

@@ -61,8 +61,9 @@ struct CallsController {
         }
         let result = try await calls.start(body, scope: scope)
         // As `GET` answers: the first page of deliveries, and where the rest are.
-        var resource = CallResource(result.call, deliveries: Array(result.deliveries.prefix(Self.deliveriesPerPage)))
-        if result.deliveries.count > Self.deliveriesPerPage { resource.deliveriesNextCursor = Cursor.encode(result.deliveries[Self.deliveriesPerPage - 1].id) }
+        let page = Self.firstPage(of: result.deliveries)
+        var resource = CallResource(result.call, deliveries: page.deliveries)
+        resource.deliveriesNextCursor = page.nextCursor
         return JSONResponse(.created, resource)
     }
 
@@ -96,6 +97,14 @@ struct CallsController {
             throw RingRelayError.notFound("call", id: id)
         }
         return call
+    }
+
+    /// The first page of a ring's deliveries as the store pages them (by id), and the cursor of
+    /// the next: for the answers that carry a ring's deliveries as they were planned.
+    static func firstPage(of deliveries: [Delivery]) -> (deliveries: [Delivery], nextCursor: String?) {
+        guard deliveries.count > deliveriesPerPage else { return (deliveries, nil) }
+        let page = Array(deliveries.sorted { $0.id < $1.id }.prefix(deliveriesPerPage))
+        return (page, page.last.map { Cursor.encode($0.id) })
     }
 
     /// Up to `limit` of the call's deliveries after `after`, and the cursor of the next page: one

@@ -183,7 +183,11 @@ struct WebhooksController {
                     code: RingRelayError.Code.noReachableDevice.rawValue,
                     message: "The identity '\(ClientText.echo(result.call.callee))' has no live connection and no active binding in this account."))
         }
-        return Response.json(status: .ok, WebhookRingResponse(callId: result.call.id, deliveries: result.deliveries.map(DeliveryResource.init)))
+        // As the calls API answers: the first page of deliveries, and where the rest are.
+        let page = CallsController.firstPage(of: result.deliveries)
+        return Response.json(
+            status: .ok,
+            WebhookRingResponse(callId: result.call.id, deliveries: page.deliveries.map(DeliveryResource.init), deliveriesNextCursor: page.nextCursor))
     }
 
     /// A form's fields as a JSON object of strings, its members in key order.
