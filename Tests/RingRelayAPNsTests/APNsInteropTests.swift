@@ -117,7 +117,9 @@ import Testing
         // A request timeout of a minute: without the retirement, every one of them would wait
         // out its 30 s deadline on the silent connection.
         let server = try await InteropServer.strict(scenario: "silent", arguments: ["--goaway-after", "40"])
-        let harness = try Self.harness(server, timeout: .seconds(60), silence: .milliseconds(500))
+        // Two seconds of silence, not less: on a loaded machine a healthy connection can go half a
+        // second without a frame, and was retired as well.
+        let harness = try Self.harness(server, timeout: .seconds(60), silence: .seconds(2))
         let started = ContinuousClock.now
         let results = try await harness.fanOut(300)
         let elapsed = ContinuousClock.now - started
@@ -127,7 +129,7 @@ import Testing
         #expect(elapsed < .seconds(20), "took \(elapsed)")
         let retired = harness.log.lines.filter { $0.contains("APNs connection closed") }
         #expect(retired.count == 1, "\(harness.log.lines.prefix(3))")
-        #expect(retired.allSatisfy { $0.contains("no frame within 500 ms of a PING") }, "\(retired)")
+        #expect(retired.allSatisfy { $0.contains("no frame within 2000 ms of a PING") }, "\(retired)")
         await harness.shutdown()
     }
 
