@@ -16,6 +16,11 @@ public struct AccountLimits: Sendable, Hashable, Codable {
         self.ringTimeoutSeconds = ringTimeoutSeconds
     }
 
+    /// A calling device's identity's share of each budget: a tenth, so one device cannot spend
+    /// its account's (`nil`: the server's own tenth).
+    public var identityRate: Double? { rateLimit.map { $0 / 10 } }
+    public var identityBurst: Double? { rateLimitBurst.map { max(1, $0 / 10) } }
+
     /// The server's settings throughout.
     public static let serverDefaults = AccountLimits()
 

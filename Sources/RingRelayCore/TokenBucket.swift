@@ -45,19 +45,17 @@ public final class RateLimiter: Sendable {
         let now = clock.now
         return buckets.withLock { buckets in
             if buckets.count >= capacity, buckets[key] == nil {
-                buckets = buckets.filter { $0.value.tokens + max(0, now.timeIntervalSince($0.value.updated)) * rate < burst }
+                buckets = buckets.filter { Self.tokens(in: $0.value, at: now, rate: rate, burst: .infinity) < burst }
                 // Still full of active keys: start over rather than grow (each gets its burst again).
                 if buckets.count >= capacity { buckets.removeAll(keepingCapacity: true) }
             }
-            var bucket = buckets[key] ?? Bucket(tokens: burst, updated: now)
-            bucket.tokens = min(burst, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate)
-            bucket.updated = now
+            var bucket = Bucket(tokens: buckets[key].map { Self.tokens(in: $0, at: now, rate: rate, burst: burst) } ?? burst, updated: now)
             defer { buckets[key] = bucket }
-            if bucket.tokens >= 1 {
+            guard bucket.tokens < 1 else {
                 bucket.tokens -= 1
                 return nil
             }
-            return .milliseconds(Int64(((1 - bucket.tokens) / rate * 1000).rounded(.up)))
+            return Self.wait(for: bucket.tokens, rate: rate)
         }
     }
 
@@ -69,12 +67,9 @@ public final class RateLimiter: Sendable {
         guard rate > 0 else { return }
         let burst = max(1, burst ?? self.burst)
         let now = clock.now
-        let tokens = buckets.withLock { buckets in
-            buckets[key].map { min(burst, $0.tokens + max(0, now.timeIntervalSince($0.updated)) * rate) } ?? burst
-        }
+        let tokens = buckets.withLock { buckets in buckets[key].map { Self.tokens(in: $0, at: now, rate: rate, burst: burst) } ?? burst }
         guard tokens < 1 else { return }
-        let wait = Duration.milliseconds(Int64(((1 - tokens) / rate * 1000).rounded(.up)))
-        throw RingRelayError(.rateLimited, code: .rateLimited, "Too many \(what); retry after \(Int(wait.timeInterval.rounded(.up))) s.", retryAfter: wait)
+        throw Self.refusal(what, wait: Self.wait(for: tokens, rate: rate))
     }
 
     /// Takes one token for `key`, or throws `429 rate_limited` with `Retry-After`.
@@ -82,7 +77,21 @@ public final class RateLimiter: Sendable {
     /// - Parameter what: what there were too many of, for the message ("calls for this account").
     public func take(_ key: String, tooMany what: String, rate: Double? = nil, burst: Double? = nil) throws(RingRelayError) {
         guard let wait = acquire(key, rate: rate, burst: burst) else { return }
-        throw RingRelayError(
-            .rateLimited, code: .rateLimited, "Too many \(what); retry after \(Int(wait.timeInterval.rounded(.up))) s.", retryAfter: wait)
+        throw Self.refusal(what, wait: wait)
+    }
+
+    /// The tokens `bucket` holds at `now`, refilled at `rate` up to `burst`.
+    private static func tokens(in bucket: Bucket, at now: Date, rate: Double, burst: Double) -> Double {
+        min(burst, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * rate)
+    }
+
+    /// How long until a bucket holding `tokens` holds one.
+    private static func wait(for tokens: Double, rate: Double) -> Duration {
+        .milliseconds(Int64(((1 - tokens) / rate * 1000).rounded(.up)))
+    }
+
+    /// The `429 rate_limited` for too many `what`.
+    private static func refusal(_ what: String, wait: Duration) -> RingRelayError {
+        RingRelayError(.rateLimited, code: .rateLimited, "Too many \(what); retry after \(Int(wait.timeInterval.rounded(.up))) s.", retryAfter: wait)
     }
 }

@@ -85,8 +85,7 @@ struct BindingsController {
         let own = try await accountLimits.limits(scope.accountID)
         if let device = scope.identity {
             try identityLimiter.take(
-                "\(scope.accountID)|\(device)", tooMany: "binding writes for this identity", rate: own.rateLimit.map { $0 / 10 },
-                burst: own.rateLimitBurst.map { max(1, $0 / 10) })
+                "\(scope.accountID)|\(device)", tooMany: "binding writes for this identity", rate: own.identityRate, burst: own.identityBurst)
         } else {
             try accountLimiter.take(
                 scope.accountID, tooMany: "binding writes for this account", rate: own.rateLimit,

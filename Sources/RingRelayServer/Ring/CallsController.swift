@@ -54,8 +54,7 @@ struct CallsController {
         let own = try await limits.limits(scope.accountID)
         if let identity = scope.identity {
             try identityLimiter.take(
-                "\(scope.accountID)|\(identity)", tooMany: "calls for this identity", rate: own.rateLimit.map { $0 / 10 },
-                burst: own.rateLimitBurst.map { max(1, $0 / 10) })
+                "\(scope.accountID)|\(identity)", tooMany: "calls for this identity", rate: own.identityRate, burst: own.identityBurst)
         } else {
             try accountLimiter.take(scope.accountID, tooMany: "calls for this account", rate: own.rateLimit, burst: own.rateLimitBurst)
         }
