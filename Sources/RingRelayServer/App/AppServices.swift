@@ -36,6 +36,8 @@ struct AppServices: Sendable, DescribedByNameOnly {
     var hub: LiveHub
     /// Rings a callee's devices: create the call, plan, execute.
     var ringer: Ringer
+    /// Refuses new calls while the server is behind (`AdmissionMiddleware`).
+    var admission: Admission
     /// Native calls and their commands.
     var calls: CallService
     /// The server's logger.
@@ -53,7 +55,7 @@ struct AppServices: Sendable, DescribedByNameOnly {
                 logger: logger),
             RingTimeoutSweeper(calls: calls, hub: hub, executor: executor, metrics: metrics, logger: logger),
             RingDrainService(executor: executor, logger: logger),
-            ringer.admission.loops,
+            admission.loops,
         ]
     }
 }

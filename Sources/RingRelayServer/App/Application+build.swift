@@ -99,13 +99,13 @@ extension AppServices {
             store: store, hub: hub, cluster: cluster, pusher: pusher, clock: clock, metrics: metrics, liveFallback: configuration.liveFallback)
         let admission = Admission(loops: EventLoopLag(), store: store, bus: bus, limit: configuration.overloadDelay, metrics: metrics, logger: logger)
         let ringer = Ringer(
-            store: store, hub: hub, cluster: cluster, executor: executor, admission: admission, clock: clock, metrics: metrics, logger: logger,
+            store: store, hub: hub, cluster: cluster, executor: executor, clock: clock, metrics: metrics, logger: logger,
             ringTimeout: configuration.ringTimeout, answerWait: configuration.webhookWait)
         return AppServices(
             store: store, signer: AccessTokenSigner(key: signingKey), adminToken: adminToken, clock: clock, configuration: configuration,
             metrics: metrics, credentials: credentials, faults: faults, pusher: pusher, executor: executor, cluster: cluster,
             limiter: RateLimiter(rate: configuration.rateLimit, burst: configuration.rateLimitBurst, clock: clock), hub: hub,
-            ringer: ringer,
+            ringer: ringer, admission: admission,
             calls: CallService(
                 store: store, ringer: ringer, cluster: cluster,
                 notifier: MissedCallNotifier(store: store, executor: executor, clock: clock, logger: logger), clock: clock,
@@ -126,7 +126,7 @@ func buildRouter(services: AppServices) -> Router<RingRelayRequestContext> {
     if configuration.accessLog { router.add(middleware: AccessLogMiddleware(logger: services.logger)) }
     router.add(middleware: MetricsMiddleware(metrics: services.metrics))
     router.add(middleware: ErrorMiddleware())
-    router.add(middleware: AdmissionMiddleware(admission: services.ringer.admission))
+    router.add(middleware: AdmissionMiddleware(admission: services.admission))
     router.add(middleware: BodyBudgetMiddleware(budget: BodyBudget(bytes: configuration.bodyBytesInFlight)))
     router.add(
         middleware: AuthMiddleware(

@@ -25,8 +25,6 @@ struct Ringer: Sendable {
     /// Where devices connected to other instances are.
     let cluster: ClusterSync
     let executor: RingExecutor
-    /// Refuses new calls while the server is behind.
-    let admission: Admission
     let clock: any WallClock
     let metrics: ServerMetrics
     let logger: Logger
@@ -55,11 +53,8 @@ struct Ringer: Sendable {
 
     /// Creates `fresh`, or finds the call it repeats (same source and external id); a new call comes
     /// back with whether its callee is busy.
-    ///
-    /// - Throws: `503 overloaded` while the server is behind (``Admission``), before anything is stored.
     func create(_ fresh: Call) async throws -> CallCreation {
-        try admission.admit()
-        return try await store.createCall(fresh)
+        try await store.createCall(fresh)
     }
 
     /// The answer to a repeated notification: the first call and its stored deliveries.
